@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# vhost-blk: top-level build.  See README.md.
+#
+#   make            deps (once), vhost_blk.ko and every userspace tool
+#   make deps       install packages and unpack kernel sources (idempotent)
+#   make module     vhost_blk.ko only
+#   make tools      userspace only
+#   make check      build, boot the test VM, run every selftest
+#   make checkpatch kernel code through checkpatch.pl --strict
+#   make clean
+
+TOP   := $(CURDIR)
+BUILD ?= $(TOP)/build
+export BUILD
+
+-include $(BUILD)/kernel.env
+export KREL KSRC
+
+KDIR  := /usr/src/linux-headers-$(KREL)
+SELFTEST_DIR := tools/testing/selftests/vhost_blk
+VM_RUN := $(SELFTEST_DIR)/vm/run-vm.sh
+
+# Userspace: C11, warnings are errors, 6.12 uapi headers from linux-source
+# (the host's linux-libc-dev is older), ours first.
+USER_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror \
+	-I$(TOP)/include/uapi -I$(KSRC)/include/uapi
+export USER_CFLAGS
+
+KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.c \
+	drivers/vhost/blk_trace.h include/uapi/linux/vhost_blk.h
+
+.PHONY: all deps module tools check checkpatch clean
+
+all: module tools
+
+$(BUILD)/kernel.env: scripts/deps.sh
+	bash scripts/deps.sh
+	touch $@
+
+deps:
+	bash scripts/deps.sh
+
+module: $(BUILD)/kernel.env
+	$(MAKE) -C $(KDIR) M=$(TOP) KSRC=$(KSRC) modules
+
+tools: $(BUILD)/kernel.env
+	$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests
+
+check: all
+	bash $(SELFTEST_DIR)/run_check.sh
+
+checkpatch: $(BUILD)/kernel.env
+	perl $(KSRC)/scripts/checkpatch.pl --strict --no-tree \
+		--ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG -f $(KERNEL_SRCS)
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(TOP) clean
+	-$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests clean
