@@ -27,8 +27,8 @@ USER_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror \
 	-I$(TOP)/include/uapi -I$(KSRC)/include/uapi
 export USER_CFLAGS
 
-KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.c \
-	drivers/vhost/blk_trace.h include/uapi/linux/vhost_blk.h
+KERNEL_SRCS := drivers/vhost/blk.c \
+	include/uapi/linux/vhost_blk.h
 
 .PHONY: all deps module tools check checkpatch clean
 

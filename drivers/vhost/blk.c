@@ -1,0 +1,998 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost-blk: a virtio-blk device served from the host kernel.
+ *
+ * The VMM hands us guest memory, virtqueues, kick/call eventfds and one
+ * backend (a block device or a raw image file).  A vhost worker takes
+ * requests off the rings and turns them into bios on the guest's own pages
+ * (block device) or direct-I/O kiocbs (regular file).  I/O completion only
+ * queues work: the worker writes status bytes and the used ring in batches
+ * and signals the guest once per batch.
+ *
+ * Locking: vhost_dev.mutex, then vhost_virtqueue.mutex (the vhost core's
+ * order).  vhost_blk.backend is under dev.mutex.  Everything in a
+ * vhost_blk_vq (the backend pointer of vhost_vq_get_backend(), the
+ * done_list consumer, the serial) is under that vq's mutex.  Nothing here is touched in IRQ
+ * context except atomics, llists and vhost_vq_work_queue().
+ */
+#include <linux/bio.h>
+#include <linux/blkdev.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/ioprio.h>
+#include <linux/llist.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/uio.h>
+#include <linux/vhost.h>
+#include <linux/virtio_blk.h>
+#include <linux/vhost_blk.h>
+#include <linux/wait_bit.h>
+#include <linux/workqueue.h>
+
+#include "vhost.h"
+
+enum {
+	VHOST_BLK_FEATURES = (1ULL << VIRTIO_F_VERSION_1) |
+			     (1ULL << VIRTIO_RING_F_INDIRECT_DESC) |
+			     (1ULL << VIRTIO_RING_F_EVENT_IDX) |
+			     (1ULL << VIRTIO_BLK_F_SEG_MAX) |
+			     (1ULL << VIRTIO_BLK_F_BLK_SIZE) |
+			     (1ULL << VIRTIO_BLK_F_FLUSH) |
+			     (1ULL << VIRTIO_BLK_F_MQ),
+	/* Only offered while a read-only backend is attached. */
+	VHOST_BLK_FEATURES_RO = 1ULL << VIRTIO_BLK_F_RO,
+};
+
+/* Requests one worker run may take from one ring before it yields. */
+#define VHOST_BLK_WEIGHT	256
+/* Bytes one worker run may submit from one ring before it yields. */
+#define VHOST_BLK_BYTE_WEIGHT	SZ_8M
+/* Largest request whose buffers are too misaligned for direct I/O. */
+#define VHOST_BLK_BOUNCE_MAX	SZ_1M
+
+static unsigned int max_queues = 16;
+module_param(max_queues, uint, 0444);
+MODULE_PARM_DESC(max_queues, "Virtqueues per device (1-64, default 16)");
+
+struct vhost_blk_backend {
+	struct file *file;
+	struct block_device *bdev;	/* NULL for a regular file */
+	bool read_only;
+	unsigned int len_mask;		/* logical block size - 1 */
+	unsigned int addr_mask;		/* DMA alignment of buffers */
+};
+
+struct vhost_blk_vq {
+	struct vhost_virtqueue vq;
+	/* Requests whose I/O ended, waiting for done_work. */
+	struct llist_head done_list;
+	struct vhost_work done_work;
+	/* The GET_ID answer; a copy per ring keeps it under vq->mutex. */
+	char serial[VHOST_BLK_SERIAL_LEN];
+};
+
+struct vhost_blk {
+	struct vhost_dev dev;
+	struct vhost_blk_backend *backend;
+	/* Requests submitted whose I/O has not ended yet. */
+	atomic_t inflight;
+	struct vhost_blk_vq vqs[];
+};
+
+struct vhost_blk_req {
+	struct llist_node node;
+	struct vhost_blk_vq *bvq;
+	struct vhost_blk_backend *be;
+	u8 __user *status;
+	u16 head;
+	u32 type;
+	bool failed;
+	bool dirty;			/* reads into user pages */
+	/* Bios, the kiocb or the flush work still running, plus one. */
+	atomic_t pending;
+	sector_t sector;
+	size_t len;
+	/* The guest's data buffers; iov is ours to kfree. */
+	struct iov_iter iter;
+	const void *iov;
+	/* Bounce pages, when the buffers defeat direct I/O. */
+	struct bio_vec *bounce;
+	unsigned int nr_bounce;
+	struct kiocb iocb;
+	struct work_struct flush_work;
+};
+
+static struct kmem_cache *vhost_blk_req_cache;
+static struct workqueue_struct *vhost_blk_flush_wq;
+
+static inline struct vhost_blk *vhost_blk_from_vq(struct vhost_virtqueue *vq)
+{
+	return container_of(vq->dev, struct vhost_blk, dev);
+}
+
+static sector_t vhost_blk_capacity(struct vhost_blk_backend *be)
+{
+	if (be->bdev)
+		return bdev_nr_sectors(be->bdev);
+	return i_size_read(file_inode(be->file)) >> SECTOR_SHIFT;
+}
+
+static void vhost_blk_free_bounce(struct vhost_blk_req *req)
+{
+	unsigned int i;
+
+	for (i = 0; i < req->nr_bounce; i++)
+		__free_page(req->bounce[i].bv_page);
+	kfree(req->bounce);
+	req->bounce = NULL;
+	req->nr_bounce = 0;
+}
+
+static void vhost_blk_req_free(struct vhost_blk_req *req)
+{
+	vhost_blk_free_bounce(req);
+	kfree(req->iov);
+	kmem_cache_free(vhost_blk_req_cache, req);
+}
+
+/*
+ * Drop one reference on the request's I/O.  The last one hands the request
+ * to its ring's worker; this may run in IRQ context, so it touches neither
+ * guest memory nor the ring.
+ */
+static void vhost_blk_req_put(struct vhost_blk_req *req)
+{
+	struct vhost_blk_vq *bvq = req->bvq;
+	struct vhost_blk *blk = vhost_blk_from_vq(&bvq->vq);
+
+	if (!atomic_dec_and_test(&req->pending))
+		return;
+
+	llist_add(&req->node, &bvq->done_list);
+	vhost_vq_work_queue(&bvq->vq, &bvq->done_work);
+
+	/*
+	 * atomic_dec_and_test() is fully ordered: the llist_add() and the
+	 * work queued above are visible before vhost_blk_drain() sees zero
+	 * in its wait_var_event().  wake_up_var() does not dereference blk,
+	 * which may be freed as soon as the count reaches zero.
+	 */
+	if (atomic_dec_and_test(&blk->inflight))
+		wake_up_var(&blk->inflight);
+}
+
+static void vhost_blk_bio_end_io(struct bio *bio)
+{
+	struct vhost_blk_req *req = bio->bi_private;
+
+	if (bio->bi_status)
+		WRITE_ONCE(req->failed, true);
+
+	if (req->dirty) {
+		/* Releases the pages and the bio, deferring if needed. */
+		bio_check_pages_dirty(bio);
+	} else {
+		bio_release_pages(bio, false);
+		bio_put(bio);
+	}
+	vhost_blk_req_put(req);
+}
+
+static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
+{
+	struct vhost_blk_req *req = container_of(iocb, struct vhost_blk_req,
+						 iocb);
+
+	if (iocb->ki_flags & IOCB_WRITE)
+		kiocb_end_write(iocb);
+	if (ret < 0 || (size_t)ret != req->len)
+		WRITE_ONCE(req->failed, true);
+	vhost_blk_req_put(req);
+}
+
+static void vhost_blk_flush_work(struct work_struct *work)
+{
+	struct vhost_blk_req *req = container_of(work, struct vhost_blk_req,
+						 flush_work);
+
+	if (vfs_fsync(req->be->file, 0))
+		WRITE_ONCE(req->failed, true);
+	vhost_blk_req_put(req);
+}
+
+/* Build and submit bios straight on the pages @iter describes. */
+static void vhost_blk_submit_bio(struct vhost_blk_req *req,
+				 struct iov_iter *iter, blk_opf_t opf)
+{
+	struct block_device *bdev = req->be->bdev;
+	sector_t sector = req->sector;
+	struct bio *bio;
+	int ret;
+
+	if (op_is_flush(opf) && !iov_iter_count(iter)) {
+		bio = bio_alloc(bdev, 0, opf, GFP_KERNEL);
+		bio->bi_end_io = vhost_blk_bio_end_io;
+		bio->bi_private = req;
+		atomic_inc(&req->pending);
+		submit_bio(bio);
+		return;
+	}
+
+	while (iov_iter_count(iter)) {
+		bio = bio_alloc(bdev, bio_iov_vecs_to_alloc(iter, BIO_MAX_VECS),
+				opf, GFP_KERNEL);
+		bio->bi_iter.bi_sector = sector;
+		bio->bi_end_io = vhost_blk_bio_end_io;
+		bio->bi_private = req;
+		ret = bio_iov_iter_get_pages(bio, iter);
+		if (unlikely(ret)) {
+			bio_put(bio);
+			WRITE_ONCE(req->failed, true);
+			return;
+		}
+		if (req->dirty)
+			bio_set_pages_dirty(bio);
+		sector += bio->bi_iter.bi_size >> SECTOR_SHIFT;
+		atomic_inc(&req->pending);
+		submit_bio(bio);
+	}
+}
+
+/* Issue a direct-I/O kiocb on the backing file. */
+static void vhost_blk_submit_kiocb(struct vhost_blk_req *req,
+				   struct iov_iter *iter, bool write)
+{
+	struct file *file = req->be->file;
+	struct kiocb *iocb = &req->iocb;
+	ssize_t ret;
+
+	iocb->ki_filp = file;
+	iocb->ki_pos = (loff_t)req->sector << SECTOR_SHIFT;
+	iocb->ki_ioprio = IOPRIO_PRIO_VALUE(IOPRIO_CLASS_NONE, 0);
+	iocb->ki_complete = vhost_blk_rw_complete;
+	iocb->ki_flags = IOCB_DIRECT;
+
+	atomic_inc(&req->pending);
+	if (write) {
+		iocb->ki_flags |= IOCB_WRITE;
+		kiocb_start_write(iocb);
+		ret = file->f_op->write_iter(iocb, iter);
+	} else {
+		ret = file->f_op->read_iter(iocb, iter);
+	}
+	if (ret != -EIOCBQUEUED)
+		vhost_blk_rw_complete(iocb, ret);
+}
+
+/*
+ * Buffers that break the backend's alignment rules (a header sharing a
+ * descriptor with data, odd segment lengths) go through kernel pages.
+ * Writes are copied in here; reads are copied out by the worker.
+ */
+static int vhost_blk_setup_bounce(struct vhost_blk_req *req, bool write)
+{
+	unsigned int i, nr = DIV_ROUND_UP(req->len, PAGE_SIZE);
+	size_t left = req->len;
+
+	req->bounce = kcalloc(nr, sizeof(*req->bounce),
+			      GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	if (!req->bounce)
+		return -ENOMEM;
+
+	for (i = 0; i < nr; i++) {
+		size_t len = min_t(size_t, left, PAGE_SIZE);
+		struct page *page;
+
+		page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		if (!page)
+			return -ENOMEM;
+		bvec_set_page(&req->bounce[i], page, len, 0);
+		req->nr_bounce++;
+		left -= len;
+		if (write && copy_page_from_iter(page, 0, len, &req->iter) != len)
+			return -EFAULT;
+	}
+	return 0;
+}
+
+static bool vhost_blk_copy_bounce_out(struct vhost_blk_req *req)
+{
+	unsigned int i;
+
+	for (i = 0; i < req->nr_bounce; i++) {
+		struct bio_vec *bv = &req->bounce[i];
+
+		if (copy_page_to_iter(bv->bv_page, 0, bv->bv_len,
+				      &req->iter) != bv->bv_len)
+			return false;
+	}
+	return true;
+}
+
+/* Start the I/O of an IN, OUT or FLUSH request.  Returns 0 or -errno. */
+static int vhost_blk_submit(struct vhost_blk_req *req)
+{
+	struct vhost_blk_backend *be = req->be;
+	bool write = req->type == VIRTIO_BLK_T_OUT;
+	struct iov_iter *iter = &req->iter;
+	struct iov_iter bounce_iter;
+	int ret;
+
+	if (req->type == VIRTIO_BLK_T_FLUSH) {
+		if (be->bdev) {
+			vhost_blk_submit_bio(req, iter, REQ_OP_WRITE |
+					     REQ_PREFLUSH);
+		} else {
+			atomic_inc(&req->pending);
+			INIT_WORK(&req->flush_work, vhost_blk_flush_work);
+			queue_work(vhost_blk_flush_wq, &req->flush_work);
+		}
+		return 0;
+	}
+
+	if (!iov_iter_is_aligned(iter, be->addr_mask, be->len_mask)) {
+		if (req->len > VHOST_BLK_BOUNCE_MAX)
+			return -EINVAL;
+		ret = vhost_blk_setup_bounce(req, write);
+		if (ret)
+			return ret;
+		iov_iter_bvec(&bounce_iter, write ? ITER_SOURCE : ITER_DEST,
+			      req->bounce, req->nr_bounce, req->len);
+		iter = &bounce_iter;
+	} else {
+		req->dirty = !write;
+	}
+
+	if (be->bdev)
+		vhost_blk_submit_bio(req, iter, write ? REQ_OP_WRITE :
+				     REQ_OP_READ);
+	else
+		vhost_blk_submit_kiocb(req, iter, write);
+	return 0;
+}
+
+/* Complete a request that needs no I/O: status byte, then the used ring. */
+static void vhost_blk_finish_now(struct vhost_virtqueue *vq, u16 head,
+				 u8 __user *status, u8 val, u32 len)
+{
+	if (put_user(val, status))
+		vq_err(vq, "vhost-blk: cannot write status of request %u\n",
+		       head);
+	vhost_add_used(vq, head, len);
+}
+
+static u8 vhost_blk_check_rw(struct vhost_blk_backend *be, u64 sector,
+			     size_t len, bool write)
+{
+	sector_t capacity = vhost_blk_capacity(be);
+
+	if (write && be->read_only)
+		return VIRTIO_BLK_S_IOERR;
+	if (len & (SECTOR_SIZE - 1))
+		return VIRTIO_BLK_S_IOERR;
+	/* Written this way round so that no sum can overflow. */
+	if (sector > capacity || (len >> SECTOR_SHIFT) > capacity - sector)
+		return VIRTIO_BLK_S_IOERR;
+	if (((sector << SECTOR_SHIFT) | len) & be->len_mask)
+		return VIRTIO_BLK_S_IOERR;
+	return VIRTIO_BLK_S_OK;
+}
+
+/*
+ * Find the status byte: the last byte of the device-writable buffers,
+ * wherever the descriptors put it.  NULL if there is none.
+ */
+static u8 __user *vhost_blk_status_ptr(struct iovec *iov, unsigned int in)
+{
+	while (in--) {
+		if (iov[in].iov_len)
+			return (u8 __user *)iov[in].iov_base +
+			       iov[in].iov_len - 1;
+	}
+	return NULL;
+}
+
+/*
+ * Turn one descriptor chain into a request.  Returns the number of data
+ * bytes submitted, for the worker's byte weight.
+ */
+static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
+				   struct vhost_blk_backend *be, u16 head,
+				   unsigned int out, unsigned int in)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+	struct vhost_blk *blk = vhost_blk_from_vq(vq);
+	struct virtio_blk_outhdr hdr;
+	size_t len;
+	struct iov_iter out_iter, in_iter, *data;
+	struct vhost_blk_req *req;
+	u8 __user *status;
+	size_t id_len;
+	u64 sector;
+	u32 type;
+	u8 ret;
+
+	status = vhost_blk_status_ptr(vq->iov + out, in);
+	if (unlikely(!status)) {
+		/* Nowhere to report an error: drop it without touching it. */
+		vq_err(vq, "vhost-blk: request %u has no status byte\n", head);
+		vhost_add_used(vq, head, 0);
+		return 0;
+	}
+
+	iov_iter_init(&out_iter, ITER_SOURCE, vq->iov, out,
+		      iov_length(vq->iov, out));
+	/* Everything writable but the status byte is data. */
+	iov_iter_init(&in_iter, ITER_DEST, vq->iov + out, in,
+		      iov_length(vq->iov + out, in) - 1);
+
+	if (unlikely(copy_from_iter(&hdr, sizeof(hdr), &out_iter) !=
+		     sizeof(hdr))) {
+		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_IOERR, 1);
+		return 0;
+	}
+	type = vhost32_to_cpu(vq, hdr.type);
+	sector = vhost64_to_cpu(vq, hdr.sector);
+
+	switch (type) {
+	case VIRTIO_BLK_T_IN:
+		/* Readable data on a read is the wrong direction. */
+		if (iov_iter_count(&out_iter)) {
+			ret = VIRTIO_BLK_S_IOERR;
+			break;
+		}
+		ret = vhost_blk_check_rw(be, sector, iov_iter_count(&in_iter),
+					 false);
+		break;
+	case VIRTIO_BLK_T_OUT:
+		if (iov_iter_count(&in_iter)) {
+			ret = VIRTIO_BLK_S_IOERR;
+			break;
+		}
+		ret = vhost_blk_check_rw(be, sector, iov_iter_count(&out_iter),
+					 true);
+		break;
+	case VIRTIO_BLK_T_FLUSH:
+		ret = VIRTIO_BLK_S_OK;
+		break;
+	case VIRTIO_BLK_T_GET_ID:
+		id_len = min_t(size_t, iov_iter_count(&in_iter),
+			       VHOST_BLK_SERIAL_LEN);
+		id_len = copy_to_iter(bvq->serial, id_len, &in_iter);
+		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_OK,
+				     id_len + 1);
+		return 0;
+	default:
+		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_UNSUPP, 1);
+		return 0;
+	}
+
+	if (ret != VIRTIO_BLK_S_OK) {
+		vhost_blk_finish_now(vq, head, status, ret, 1);
+		return 0;
+	}
+
+	data = type == VIRTIO_BLK_T_IN ? &in_iter : &out_iter;
+	if (type != VIRTIO_BLK_T_FLUSH && !iov_iter_count(data)) {
+		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_OK, 1);
+		return 0;
+	}
+
+	req = kmem_cache_zalloc(vhost_blk_req_cache, GFP_KERNEL);
+	if (!req)
+		goto err;
+	req->bvq = bvq;
+	req->be = be;
+	req->status = status;
+	req->head = head;
+	req->type = type;
+	req->sector = sector;
+	len = type == VIRTIO_BLK_T_FLUSH ? 0 : iov_iter_count(data);
+	req->len = len;
+	if (type == VIRTIO_BLK_T_FLUSH)
+		iov_iter_init(&req->iter, ITER_DEST, NULL, 0, 0);
+	else
+		req->iov = dup_iter(&req->iter, data, GFP_KERNEL);
+	if (type != VIRTIO_BLK_T_FLUSH && !req->iov) {
+		kmem_cache_free(vhost_blk_req_cache, req);
+		goto err;
+	}
+
+	/* The submitter's reference: no completion before we are done. */
+	atomic_set(&req->pending, 1);
+	atomic_inc(&blk->inflight);
+	if (vhost_blk_submit(req))
+		WRITE_ONCE(req->failed, true);
+	vhost_blk_req_put(req);
+	return len;
+
+err:
+	vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_IOERR, 1);
+	return 0;
+}
+
+/*
+ * Write the status bytes of finished requests and return them to the guest
+ * in one used-ring update and at most one notification.
+ */
+static void vhost_blk_done_work(struct vhost_work *work)
+{
+	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
+						done_work);
+	struct vhost_virtqueue *vq = &bvq->vq;
+	struct vhost_blk_req *req, *tmp;
+	struct llist_node *list;
+	unsigned int n = 0;
+	u32 len;
+	u8 status;
+
+	mutex_lock(&vq->mutex);
+	list = llist_reverse_order(llist_del_all(&bvq->done_list));
+	llist_for_each_entry_safe(req, tmp, list, node) {
+		status = VIRTIO_BLK_S_OK;
+		len = 1;
+		if (req->failed)
+			status = VIRTIO_BLK_S_IOERR;
+		else if (req->type == VIRTIO_BLK_T_IN && req->bounce &&
+			 !vhost_blk_copy_bounce_out(req))
+			status = VIRTIO_BLK_S_IOERR;
+		else if (req->type == VIRTIO_BLK_T_IN)
+			len += req->len;
+
+		if (put_user(status, req->status))
+			vq_err(vq, "vhost-blk: cannot write status of request %u\n",
+			       req->head);
+		vq->heads[n].id = cpu_to_vhost32(vq, req->head);
+		vq->heads[n].len = cpu_to_vhost32(vq, len);
+		vhost_blk_req_free(req);
+		if (++n == vq->dev->iov_limit) {
+			vhost_add_used_n(vq, vq->heads, n);
+			n = 0;
+		}
+	}
+	if (n)
+		vhost_add_used_n(vq, vq->heads, n);
+	vhost_signal(vq->dev, vq);
+	mutex_unlock(&vq->mutex);
+}
+
+static void vhost_blk_handle_kick(struct vhost_work *work)
+{
+	struct vhost_virtqueue *vq = container_of(work, struct vhost_virtqueue,
+						  poll.work);
+	struct vhost_blk_vq *bvq = container_of(vq, struct vhost_blk_vq, vq);
+	struct vhost_blk *blk = vhost_blk_from_vq(vq);
+	struct vhost_blk_backend *be;
+	unsigned int out, in;
+	struct blk_plug plug;
+	size_t bytes = 0;
+	int head, reqs = 0;
+	u16 used = 0;
+
+	mutex_lock(&vq->mutex);
+	be = vhost_vq_get_backend(vq);
+	if (!be)
+		goto out;
+
+	vhost_disable_notify(&blk->dev, vq);
+	used = vq->last_used_idx;
+	blk_start_plug(&plug);
+	do {
+		head = vhost_get_vq_desc(vq, vq->iov, ARRAY_SIZE(vq->iov),
+					 &out, &in, NULL, NULL);
+		/* The vhost core already reported a malformed chain. */
+		if (unlikely(head < 0))
+			break;
+		if (head == vq->num) {
+			if (unlikely(vhost_enable_notify(&blk->dev, vq))) {
+				vhost_disable_notify(&blk->dev, vq);
+				continue;
+			}
+			break;
+		}
+		bytes += vhost_blk_handle_req(bvq, be, head, out, in);
+	} while (likely(!vhost_exceeds_weight(vq, ++reqs, bytes)));
+	blk_finish_plug(&plug);
+
+	/* Requests answered without I/O: one notification for all. */
+	if (vq->last_used_idx != used)
+		vhost_signal(&blk->dev, vq);
+out:
+	mutex_unlock(&vq->mutex);
+}
+
+static void vhost_blk_backend_put(struct vhost_blk_backend *be)
+{
+	if (!be)
+		return;
+	fput(be->file);
+	kfree(be);
+}
+
+static struct vhost_blk_backend *vhost_blk_backend_get(int fd)
+{
+	struct vhost_blk_backend *be;
+	struct super_block *sb;
+	struct inode *inode;
+	struct file *file;
+	int ret;
+
+	file = fget(fd);
+	if (!file)
+		return ERR_PTR(-EBADF);
+
+	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);
+	if (!be) {
+		ret = -ENOMEM;
+		goto err_file;
+	}
+	be->file = file;
+	be->read_only = !(file->f_mode & FMODE_WRITE);
+
+	inode = file_inode(file);
+	if (S_ISBLK(inode->i_mode)) {
+		be->bdev = file_bdev(file);
+		be->read_only |= bdev_read_only(be->bdev);
+		be->len_mask = bdev_logical_block_size(be->bdev) - 1;
+		be->addr_mask = bdev_dma_alignment(be->bdev);
+	} else if (S_ISREG(inode->i_mode)) {
+		if (!(file->f_mode & FMODE_CAN_ODIRECT)) {
+			ret = -EOPNOTSUPP;
+			goto err_be;
+		}
+		sb = inode->i_sb;
+		be->len_mask = SECTOR_SIZE - 1;
+		be->addr_mask = SECTOR_SIZE - 1;
+		if (sb->s_bdev) {
+			be->len_mask = bdev_logical_block_size(sb->s_bdev) - 1;
+			be->addr_mask = max(be->addr_mask,
+					    bdev_dma_alignment(sb->s_bdev));
+		}
+	} else {
+		ret = -ENOTBLK;
+		goto err_be;
+	}
+	return be;
+
+err_be:
+	kfree(be);
+err_file:
+	fput(file);
+	return ERR_PTR(ret);
+}
+
+/* Stop taking requests from every ring.  In-flight I/O goes on. */
+static void vhost_blk_stop_vqs(struct vhost_blk *blk)
+{
+	struct vhost_virtqueue *vq;
+	int i;
+
+	lockdep_assert_held(&blk->dev.mutex);
+	for (i = 0; i < blk->dev.nvqs; i++) {
+		vq = &blk->vqs[i].vq;
+		mutex_lock(&vq->mutex);
+		vhost_vq_set_backend(vq, NULL);
+		mutex_unlock(&vq->mutex);
+	}
+}
+
+/*
+ * Wait for every submitted request to end and be answered.  The rings must
+ * already be stopped.  If the owner's worker was killed, its completions
+ * can no longer reach the guest: free them without touching its memory.
+ */
+static void vhost_blk_drain(struct vhost_blk *blk)
+{
+	struct vhost_blk_req *req, *tmp;
+	struct vhost_virtqueue *vq;
+	struct llist_node *list;
+	int i;
+
+	lockdep_assert_held(&blk->dev.mutex);
+
+	/* Pairs with atomic_dec_and_test() in vhost_blk_req_put(). */
+	wait_var_event(&blk->inflight, !atomic_read(&blk->inflight));
+	vhost_dev_flush(&blk->dev);
+
+	for (i = 0; i < blk->dev.nvqs; i++) {
+		vq = &blk->vqs[i].vq;
+		mutex_lock(&vq->mutex);
+		list = llist_del_all(&blk->vqs[i].done_list);
+		llist_for_each_entry_safe(req, tmp, list, node)
+			vhost_blk_req_free(req);
+		mutex_unlock(&vq->mutex);
+	}
+}
+
+/* Point every ring that is set up at @be and start it. */
+static int vhost_blk_start_vqs(struct vhost_blk *blk,
+			       struct vhost_blk_backend *be)
+{
+	struct vhost_virtqueue *vq;
+	int i, ret;
+
+	lockdep_assert_held(&blk->dev.mutex);
+	for (i = 0; i < blk->dev.nvqs; i++) {
+		vq = &blk->vqs[i].vq;
+		mutex_lock(&vq->mutex);
+		if (!vq->desc || !vhost_vq_access_ok(vq)) {
+			mutex_unlock(&vq->mutex);
+			continue;
+		}
+		vhost_vq_set_backend(vq, be);
+		ret = vhost_vq_init_access(vq);
+		mutex_unlock(&vq->mutex);
+		if (ret)
+			return ret;
+		/* Serve what the guest queued while there was no backend. */
+		vhost_poll_queue(&vq->poll);
+	}
+	return 0;
+}
+
+static long vhost_blk_set_backend(struct vhost_blk *blk, int fd)
+{
+	struct vhost_blk_backend *be = NULL;
+	long ret;
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret)
+		goto out;
+
+	if (fd != -1) {
+		be = vhost_blk_backend_get(fd);
+		if (IS_ERR(be)) {
+			ret = PTR_ERR(be);
+			goto out;
+		}
+	}
+
+	vhost_blk_stop_vqs(blk);
+	vhost_blk_drain(blk);
+	vhost_blk_backend_put(blk->backend);
+	blk->backend = NULL;
+
+	if (be) {
+		ret = vhost_blk_start_vqs(blk, be);
+		if (ret)
+			goto err_start;
+		blk->backend = be;
+	}
+	mutex_unlock(&blk->dev.mutex);
+	return 0;
+
+err_start:
+	vhost_blk_stop_vqs(blk);
+	vhost_blk_drain(blk);
+	vhost_blk_backend_put(be);
+out:
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
+static long vhost_blk_set_serial(struct vhost_blk *blk, void __user *argp)
+{
+	char serial[VHOST_BLK_SERIAL_LEN];
+	struct vhost_blk_vq *bvq;
+	int i;
+
+	if (copy_from_user(serial, argp, sizeof(serial)))
+		return -EFAULT;
+
+	mutex_lock(&blk->dev.mutex);
+	for (i = 0; i < blk->dev.nvqs; i++) {
+		bvq = &blk->vqs[i];
+		mutex_lock(&bvq->vq.mutex);
+		memcpy(bvq->serial, serial, sizeof(serial));
+		mutex_unlock(&bvq->vq.mutex);
+	}
+	mutex_unlock(&blk->dev.mutex);
+	return 0;
+}
+
+static long vhost_blk_get_features(struct vhost_blk *blk, u64 __user *featurep)
+{
+	u64 features = VHOST_BLK_FEATURES;
+
+	mutex_lock(&blk->dev.mutex);
+	if (blk->backend && blk->backend->read_only)
+		features |= VHOST_BLK_FEATURES_RO;
+	mutex_unlock(&blk->dev.mutex);
+
+	if (copy_to_user(featurep, &features, sizeof(features)))
+		return -EFAULT;
+	return 0;
+}
+
+static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
+{
+	struct vhost_virtqueue *vq;
+	int i;
+
+	if (features & ~(VHOST_BLK_FEATURES | VHOST_BLK_FEATURES_RO))
+		return -EOPNOTSUPP;
+
+	mutex_lock(&blk->dev.mutex);
+	for (i = 0; i < blk->dev.nvqs; i++) {
+		vq = &blk->vqs[i].vq;
+		mutex_lock(&vq->mutex);
+		vq->acked_features = features;
+		mutex_unlock(&vq->mutex);
+	}
+	mutex_unlock(&blk->dev.mutex);
+	return 0;
+}
+
+static long vhost_blk_reset_owner(struct vhost_blk *blk)
+{
+	struct vhost_iotlb *umem;
+	long ret;
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret)
+		goto out;
+	umem = vhost_dev_reset_owner_prepare();
+	if (!umem) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	vhost_blk_stop_vqs(blk);
+	vhost_blk_drain(blk);
+	vhost_blk_backend_put(blk->backend);
+	blk->backend = NULL;
+	vhost_dev_stop(&blk->dev);
+	vhost_dev_reset_owner(&blk->dev, umem);
+out:
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
+static int vhost_blk_open(struct inode *inode, struct file *f)
+{
+	struct vhost_virtqueue **vqs;
+	struct vhost_blk *blk;
+	int i, nvqs = clamp(max_queues, 1U, 64U);
+
+	blk = kvzalloc(struct_size(blk, vqs, nvqs), GFP_KERNEL_ACCOUNT);
+	if (!blk)
+		return -ENOMEM;
+	vqs = kmalloc_array(nvqs, sizeof(*vqs), GFP_KERNEL_ACCOUNT);
+	if (!vqs) {
+		kvfree(blk);
+		return -ENOMEM;
+	}
+
+	for (i = 0; i < nvqs; i++) {
+		vqs[i] = &blk->vqs[i].vq;
+		blk->vqs[i].vq.handle_kick = vhost_blk_handle_kick;
+		init_llist_head(&blk->vqs[i].done_list);
+		vhost_work_init(&blk->vqs[i].done_work, vhost_blk_done_work);
+	}
+	atomic_set(&blk->inflight, 0);
+	vhost_dev_init(&blk->dev, vqs, nvqs, UIO_MAXIOV, VHOST_BLK_WEIGHT,
+		       VHOST_BLK_BYTE_WEIGHT, true, NULL);
+	f->private_data = blk;
+	return 0;
+}
+
+static int vhost_blk_release(struct inode *inode, struct file *f)
+{
+	struct vhost_blk *blk = f->private_data;
+
+	mutex_lock(&blk->dev.mutex);
+	vhost_blk_stop_vqs(blk);
+	vhost_blk_drain(blk);
+	vhost_blk_backend_put(blk->backend);
+	blk->backend = NULL;
+	mutex_unlock(&blk->dev.mutex);
+
+	vhost_dev_stop(&blk->dev);
+	vhost_dev_cleanup(&blk->dev);
+	kfree(blk->dev.vqs);
+	kvfree(blk);
+	return 0;
+}
+
+static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
+			    unsigned long arg)
+{
+	struct vhost_blk *blk = f->private_data;
+	void __user *argp = (void __user *)arg;
+	struct vhost_vring_file backend;
+	u64 features;
+	long ret;
+
+	switch (ioctl) {
+	case VHOST_BLK_SET_BACKEND:
+		if (copy_from_user(&backend, argp, sizeof(backend)))
+			return -EFAULT;
+		return vhost_blk_set_backend(blk, backend.fd);
+	case VHOST_BLK_SET_SERIAL:
+		return vhost_blk_set_serial(blk, argp);
+	case VHOST_GET_FEATURES:
+		return vhost_blk_get_features(blk, argp);
+	case VHOST_SET_FEATURES:
+		if (copy_from_user(&features, argp, sizeof(features)))
+			return -EFAULT;
+		return vhost_blk_set_features(blk, features);
+	case VHOST_RESET_OWNER:
+		return vhost_blk_reset_owner(blk);
+	case VHOST_NEW_WORKER:
+	case VHOST_FREE_WORKER:
+	case VHOST_ATTACH_VRING_WORKER:
+	case VHOST_GET_VRING_WORKER:
+		mutex_lock(&blk->dev.mutex);
+		ret = vhost_worker_ioctl(&blk->dev, ioctl, argp);
+		mutex_unlock(&blk->dev.mutex);
+		return ret;
+	default:
+		mutex_lock(&blk->dev.mutex);
+		ret = vhost_dev_ioctl(&blk->dev, ioctl, argp);
+		if (ret == -ENOIOCTLCMD)
+			ret = vhost_vring_ioctl(&blk->dev, ioctl, argp);
+		else
+			vhost_dev_flush(&blk->dev);
+		mutex_unlock(&blk->dev.mutex);
+		return ret;
+	}
+}
+
+static const struct file_operations vhost_blk_fops = {
+	.owner		= THIS_MODULE,
+	.open		= vhost_blk_open,
+	.release	= vhost_blk_release,
+	.unlocked_ioctl	= vhost_blk_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.llseek		= noop_llseek,
+};
+
+static struct miscdevice vhost_blk_misc = {
+	.minor	= MISC_DYNAMIC_MINOR,
+	.name	= "vhost-blk",
+	.fops	= &vhost_blk_fops,
+};
+
+static int __init vhost_blk_init(void)
+{
+	int ret;
+
+	vhost_blk_req_cache = KMEM_CACHE(vhost_blk_req, SLAB_ACCOUNT);
+	if (!vhost_blk_req_cache)
+		return -ENOMEM;
+
+	vhost_blk_flush_wq = alloc_workqueue("vhost-blk-flush", WQ_UNBOUND, 0);
+	if (!vhost_blk_flush_wq) {
+		ret = -ENOMEM;
+		goto err_cache;
+	}
+
+	ret = misc_register(&vhost_blk_misc);
+	if (ret)
+		goto err_wq;
+	return 0;
+
+err_wq:
+	destroy_workqueue(vhost_blk_flush_wq);
+err_cache:
+	kmem_cache_destroy(vhost_blk_req_cache);
+	return ret;
+}
+module_init(vhost_blk_init);
+
+static void __exit vhost_blk_exit(void)
+{
+	misc_deregister(&vhost_blk_misc);
+	destroy_workqueue(vhost_blk_flush_wq);
+	kmem_cache_destroy(vhost_blk_req_cache);
+}
+module_exit(vhost_blk_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_AUTHOR("The vhost-blk authors");
+MODULE_DESCRIPTION("Host kernel accelerator for virtio-blk");
+MODULE_ALIAS("devname:vhost-blk");
