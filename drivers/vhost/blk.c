@@ -23,7 +23,9 @@
 #include <linux/llist.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/nospec.h>
 #include <linux/sizes.h>
+#include <linux/sched/clock.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include <linux/vhost.h>
@@ -33,6 +35,9 @@
 #include <linux/workqueue.h>
 
 #include "vhost.h"
+
+#define CREATE_TRACE_POINTS
+#include "blk_trace.h"
 
 enum {
 	VHOST_BLK_FEATURES = (1ULL << VIRTIO_F_VERSION_1) |
@@ -50,6 +55,8 @@ enum {
 #define VHOST_BLK_WEIGHT	256
 /* Bytes one worker run may submit from one ring before it yields. */
 #define VHOST_BLK_BYTE_WEIGHT	SZ_8M
+/* First window of an adaptive busy poll, as QEMU's poll-grow starts. */
+#define VHOST_BLK_POLL_INIT_NS	4000
 /* Largest request whose buffers are too misaligned for direct I/O. */
 #define VHOST_BLK_BOUNCE_MAX	SZ_1M
 
@@ -67,11 +74,23 @@ struct vhost_blk_backend {
 
 struct vhost_blk_vq {
 	struct vhost_virtqueue vq;
+	unsigned int index;
 	/* Requests whose I/O ended, waiting for done_work. */
 	struct llist_head done_list;
 	struct vhost_work done_work;
+	/* Requests of this ring whose I/O has not ended. */
+	atomic_t inflight;
 	/* The GET_ID answer; a copy per ring keeps it under vq->mutex. */
 	char serial[VHOST_BLK_SERIAL_LEN];
+	/* Set when the worker requeued itself rather than being kicked. */
+	bool requeued;
+	/* Busy polling: see vhost_blk_poll(). */
+	bool poll_adaptive;
+	u32 poll_grow;
+	u32 poll_shrink;
+	u64 poll_window_ns;
+	u64 idle_since_ns;
+	struct vhost_blk_vring_stats stats;
 };
 
 struct vhost_blk {
@@ -153,6 +172,7 @@ static void vhost_blk_req_put(struct vhost_blk_req *req)
 
 	llist_add(&req->node, &bvq->done_list);
 	vhost_vq_work_queue(&bvq->vq, &bvq->done_work);
+	atomic_dec(&bvq->inflight);
 
 	/*
 	 * atomic_dec_and_test() is fully ordered: the llist_add() and the
@@ -354,14 +374,110 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	return 0;
 }
 
-/* Complete a request that needs no I/O: status byte, then the used ring. */
-static void vhost_blk_finish_now(struct vhost_virtqueue *vq, u16 head,
-				 u8 __user *status, u8 val, u32 len)
+/* Count and trace one answered request.  Called under vq->mutex. */
+static void vhost_blk_account(struct vhost_blk_vq *bvq, u16 head, u32 type,
+			      u64 sector, u64 len, u8 status)
 {
+	struct vhost_blk_vring_stats *st = &bvq->stats;
+
+	trace_vhost_blk_req_complete(bvq->index, head, type, sector, len,
+				     status);
+	if (status == VIRTIO_BLK_S_UNSUPP) {
+		st->reqs_unsupp++;
+		return;
+	}
+	if (status == VIRTIO_BLK_S_IOERR)
+		st->reqs_ioerr++;
+	switch (type) {
+	case VIRTIO_BLK_T_IN:
+		st->reqs_in++;
+		if (status == VIRTIO_BLK_S_OK)
+			st->bytes_read += len;
+		break;
+	case VIRTIO_BLK_T_OUT:
+		st->reqs_out++;
+		if (status == VIRTIO_BLK_S_OK)
+			st->bytes_written += len;
+		break;
+	case VIRTIO_BLK_T_FLUSH:
+		st->reqs_flush++;
+		break;
+	case VIRTIO_BLK_T_GET_ID:
+		st->reqs_get_id++;
+		break;
+	}
+}
+
+/* Complete a request that needs no I/O: status byte, then the used ring. */
+static void vhost_blk_finish_now(struct vhost_blk_vq *bvq, u16 head,
+				 u32 type, u64 sector, u8 __user *status,
+				 u8 val, u32 len)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+
 	if (put_user(val, status))
 		vq_err(vq, "vhost-blk: cannot write status of request %u\n",
 		       head);
+	vhost_blk_account(bvq, head, type, sector, len - 1, val);
 	vhost_add_used(vq, head, len);
+}
+
+/*
+ * Decide whether the guest wants to hear about the used ring moving, by the
+ * same rule as the vhost core's vhost_notify(), so that the answer can be
+ * counted and traced.  NOTIFY_ON_EMPTY is never offered.
+ */
+static bool vhost_blk_need_notify(struct vhost_virtqueue *vq)
+{
+	__virtio16 flags, event;
+	u16 old, new;
+	bool valid;
+
+	/*
+	 * Make the used index written by vhost_add_used_n() visible before
+	 * reading the guest's suppression state.  Pairs with the full barrier
+	 * the guest driver issues between writing used_event (or clearing
+	 * VRING_AVAIL_F_NO_INTERRUPT) and re-reading the used index.
+	 */
+	smp_mb();
+
+	if (!vhost_has_feature(vq, VIRTIO_RING_F_EVENT_IDX)) {
+		if (get_user(flags, &vq->avail->flags))
+			return true;
+		return !(flags & cpu_to_vhost16(vq, VRING_AVAIL_F_NO_INTERRUPT));
+	}
+
+	old = vq->signalled_used;
+	valid = vq->signalled_used_valid;
+	new = vq->last_used_idx;
+	vq->signalled_used = new;
+	vq->signalled_used_valid = true;
+	if (unlikely(!valid))
+		return true;
+
+	if (get_user(event, &vq->avail->ring[vq->num]))
+		return true;
+	return vring_need_event(vhost16_to_cpu(vq, event), new, old);
+}
+
+/* One used-buffer notification for everything added since the last one. */
+static void vhost_blk_signal(struct vhost_blk_vq *bvq)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+	bool sent;
+
+	lockdep_assert_held(&vq->mutex);
+	if (!vq->call_ctx.ctx)
+		return;
+
+	sent = vhost_blk_need_notify(vq);
+	if (sent) {
+		eventfd_signal(vq->call_ctx.ctx);
+		bvq->stats.notifies++;
+	} else {
+		bvq->stats.notifies_suppressed++;
+	}
+	trace_vhost_blk_notify(bvq->index, vq->last_used_idx, sent);
 }
 
 static u8 vhost_blk_check_rw(struct vhost_blk_backend *be, u64 sector,
@@ -431,11 +547,15 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 
 	if (unlikely(copy_from_iter(&hdr, sizeof(hdr), &out_iter) !=
 		     sizeof(hdr))) {
-		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_IOERR, 1);
+		vhost_blk_finish_now(bvq, head, U32_MAX, 0, status,
+				     VIRTIO_BLK_S_IOERR, 1);
 		return 0;
 	}
 	type = vhost32_to_cpu(vq, hdr.type);
 	sector = vhost64_to_cpu(vq, hdr.sector);
+	trace_vhost_blk_req_submit(bvq->index, head, type, sector,
+				   iov_iter_count(&out_iter) +
+				   iov_iter_count(&in_iter), 0);
 
 	switch (type) {
 	case VIRTIO_BLK_T_IN:
@@ -462,22 +582,26 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 		id_len = min_t(size_t, iov_iter_count(&in_iter),
 			       VHOST_BLK_SERIAL_LEN);
 		id_len = copy_to_iter(bvq->serial, id_len, &in_iter);
-		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_OK,
+		vhost_blk_finish_now(bvq, head, type, sector, status,
+				     VIRTIO_BLK_S_OK,
 				     id_len + 1);
 		return 0;
 	default:
-		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_UNSUPP, 1);
+		vhost_blk_finish_now(bvq, head, type, sector, status,
+				     VIRTIO_BLK_S_UNSUPP, 1);
 		return 0;
 	}
 
 	if (ret != VIRTIO_BLK_S_OK) {
-		vhost_blk_finish_now(vq, head, status, ret, 1);
+		vhost_blk_finish_now(bvq, head, type, sector, status, ret,
+				     1);
 		return 0;
 	}
 
 	data = type == VIRTIO_BLK_T_IN ? &in_iter : &out_iter;
 	if (type != VIRTIO_BLK_T_FLUSH && !iov_iter_count(data)) {
-		vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_OK, 1);
+		vhost_blk_finish_now(bvq, head, type, sector, status,
+				     VIRTIO_BLK_S_OK, 1);
 		return 0;
 	}
 
@@ -504,13 +628,16 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	/* The submitter's reference: no completion before we are done. */
 	atomic_set(&req->pending, 1);
 	atomic_inc(&blk->inflight);
+	bvq->stats.inflight_max = max_t(u64, bvq->stats.inflight_max,
+					atomic_inc_return(&bvq->inflight));
 	if (vhost_blk_submit(req))
 		WRITE_ONCE(req->failed, true);
 	vhost_blk_req_put(req);
 	return len;
 
 err:
-	vhost_blk_finish_now(vq, head, status, VIRTIO_BLK_S_IOERR, 1);
+	vhost_blk_finish_now(bvq, head, type, sector, status,
+			     VIRTIO_BLK_S_IOERR, 1);
 	return 0;
 }
 
@@ -545,18 +672,108 @@ static void vhost_blk_done_work(struct vhost_work *work)
 		if (put_user(status, req->status))
 			vq_err(vq, "vhost-blk: cannot write status of request %u\n",
 			       req->head);
+		vhost_blk_account(bvq, req->head, req->type, req->sector,
+				  req->len, status);
 		vq->heads[n].id = cpu_to_vhost32(vq, req->head);
 		vq->heads[n].len = cpu_to_vhost32(vq, len);
 		vhost_blk_req_free(req);
 		if (++n == vq->dev->iov_limit) {
 			vhost_add_used_n(vq, vq->heads, n);
+			bvq->stats.used_batches++;
 			n = 0;
 		}
 	}
-	if (n)
+	if (n) {
 		vhost_add_used_n(vq, vq->heads, n);
-	vhost_signal(vq->dev, vq);
+		bvq->stats.used_batches++;
+	}
+	if (list)
+		vhost_blk_signal(bvq);
 	mutex_unlock(&vq->mutex);
+}
+
+enum vhost_blk_poll_outcome {
+	VHOST_BLK_POLL_TIMEOUT,
+	VHOST_BLK_POLL_REQUEST,
+	VHOST_BLK_POLL_COMPLETION,
+	VHOST_BLK_POLL_YIELD,
+};
+
+/*
+ * Adaptive polling, after QEMU's aio poll: @block_ns is how long the ring
+ * waited for its next request (the poll plus the sleep after it).  A window
+ * that already covers it is right; a wait past the ceiling shrinks it; a
+ * wait that a longer window would have covered grows it.
+ */
+static void vhost_blk_poll_adapt(struct vhost_blk_vq *bvq, u64 block_ns)
+{
+	u64 max_ns = (u64)bvq->vq.busyloop_timeout * NSEC_PER_USEC;
+	u64 window = bvq->poll_window_ns;
+
+	if (block_ns <= window)
+		return;
+	if (block_ns > max_ns)
+		window = bvq->poll_shrink ? div_u64(window, bvq->poll_shrink) : 0;
+	else if (window < max_ns)
+		window = window ? window * bvq->poll_grow :
+				  VHOST_BLK_POLL_INIT_NS;
+	bvq->poll_window_ns = min(window, max_ns);
+}
+
+static u64 vhost_blk_poll_window(struct vhost_blk_vq *bvq)
+{
+	if (bvq->poll_adaptive)
+		return bvq->poll_window_ns;
+	return (u64)bvq->vq.busyloop_timeout * NSEC_PER_USEC;
+}
+
+/*
+ * Poll an empty ring, guest kicks still disabled, for at most the queue's
+ * window.  Stop at once when the worker has other work (completions
+ * included), the scheduler wants the CPU or a signal is pending.
+ */
+static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+	u64 window = vhost_blk_poll_window(bvq);
+	enum vhost_blk_poll_outcome outcome;
+	u64 start, now;
+
+	if (!window)
+		return VHOST_BLK_POLL_TIMEOUT;
+
+	start = local_clock();
+	trace_vhost_blk_poll_start(bvq->index, window);
+	for (;;) {
+		if (!vhost_vq_avail_empty(vq->dev, vq)) {
+			outcome = VHOST_BLK_POLL_REQUEST;
+			break;
+		}
+		if (vhost_vq_has_work(vq)) {
+			outcome = llist_empty(&bvq->done_list) ?
+				  VHOST_BLK_POLL_YIELD :
+				  VHOST_BLK_POLL_COMPLETION;
+			break;
+		}
+		if (need_resched() || signal_pending(current)) {
+			outcome = VHOST_BLK_POLL_YIELD;
+			break;
+		}
+		now = local_clock();
+		if (now - start >= window) {
+			outcome = VHOST_BLK_POLL_TIMEOUT;
+			break;
+		}
+		cpu_relax();
+	}
+	now = local_clock();
+
+	bvq->stats.polls++;
+	bvq->stats.poll_ns += now - start;
+	if (outcome == VHOST_BLK_POLL_REQUEST)
+		bvq->stats.poll_hits++;
+	trace_vhost_blk_poll_end(bvq->index, now - start, outcome);
+	return outcome;
 }
 
 static void vhost_blk_handle_kick(struct vhost_work *work)
@@ -565,6 +782,7 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 						  poll.work);
 	struct vhost_blk_vq *bvq = container_of(vq, struct vhost_blk_vq, vq);
 	struct vhost_blk *blk = vhost_blk_from_vq(vq);
+	enum vhost_blk_poll_outcome poll;
 	struct vhost_blk_backend *be;
 	unsigned int out, in;
 	struct blk_plug plug;
@@ -577,6 +795,16 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	if (!be)
 		goto out;
 
+	trace_vhost_blk_kick(bvq->index, !bvq->requeued);
+	if (!bvq->requeued) {
+		bvq->stats.kicks++;
+		if (bvq->idle_since_ns && bvq->poll_adaptive)
+			vhost_blk_poll_adapt(bvq, local_clock() -
+					     bvq->idle_since_ns);
+	}
+	bvq->requeued = false;
+	bvq->idle_since_ns = 0;
+
 	vhost_disable_notify(&blk->dev, vq);
 	used = vq->last_used_idx;
 	blk_start_plug(&plug);
@@ -587,19 +815,40 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 		if (unlikely(head < 0))
 			break;
 		if (head == vq->num) {
+			if (!bvq->idle_since_ns)
+				bvq->idle_since_ns = local_clock();
+			poll = vhost_blk_poll(bvq);
+			if (poll == VHOST_BLK_POLL_REQUEST)
+				continue;
+			if (poll == VHOST_BLK_POLL_COMPLETION) {
+				/*
+				 * Let done_work answer, then poll on with
+				 * kicks still off: a guest that keeps the
+				 * ring busy need not kick again.
+				 */
+				bvq->requeued = true;
+				vhost_poll_queue(&vq->poll);
+				break;
+			}
 			if (unlikely(vhost_enable_notify(&blk->dev, vq))) {
 				vhost_disable_notify(&blk->dev, vq);
 				continue;
 			}
 			break;
 		}
+		bvq->idle_since_ns = 0;
 		bytes += vhost_blk_handle_req(bvq, be, head, out, in);
-	} while (likely(!vhost_exceeds_weight(vq, ++reqs, bytes)));
+		if (unlikely(vhost_exceeds_weight(vq, ++reqs, bytes))) {
+			/* vhost_exceeds_weight() requeued us. */
+			bvq->requeued = true;
+			break;
+		}
+	} while (true);
 	blk_finish_plug(&plug);
 
 	/* Requests answered without I/O: one notification for all. */
 	if (vq->last_used_idx != used)
-		vhost_signal(&blk->dev, vq);
+		vhost_blk_signal(bvq);
 out:
 	mutex_unlock(&vq->mutex);
 }
@@ -794,6 +1043,63 @@ static long vhost_blk_set_serial(struct vhost_blk *blk, void __user *argp)
 	return 0;
 }
 
+static struct vhost_blk_vq *vhost_blk_get_bvq(struct vhost_blk *blk, u32 index)
+{
+	if (index >= blk->dev.nvqs)
+		return NULL;
+	return &blk->vqs[array_index_nospec(index, blk->dev.nvqs)];
+}
+
+static long vhost_blk_get_vring_stats(struct vhost_blk *blk,
+				      void __user *argp)
+{
+	struct vhost_blk_vring_stats st;
+	struct vhost_blk_vq *bvq;
+	u32 flags;
+
+	if (copy_from_user(&st, argp, sizeof(st)))
+		return -EFAULT;
+	bvq = vhost_blk_get_bvq(blk, st.index);
+	if (!bvq || (st.flags & ~VHOST_BLK_STATS_RESET))
+		return -EINVAL;
+
+	flags = st.flags;
+	mutex_lock(&bvq->vq.mutex);
+	st = bvq->stats;
+	if (flags & VHOST_BLK_STATS_RESET)
+		memset(&bvq->stats, 0, sizeof(bvq->stats));
+	st.poll_window_ns = vhost_blk_poll_window(bvq);
+	mutex_unlock(&bvq->vq.mutex);
+
+	st.index = bvq->index;
+	st.flags = flags;
+	st.inflight = atomic_read(&bvq->inflight);
+	if (copy_to_user(argp, &st, sizeof(st)))
+		return -EFAULT;
+	return 0;
+}
+
+static long vhost_blk_set_vring_poll(struct vhost_blk *blk,
+				     void __user *argp)
+{
+	struct vhost_blk_vring_poll poll;
+	struct vhost_blk_vq *bvq;
+
+	if (copy_from_user(&poll, argp, sizeof(poll)))
+		return -EFAULT;
+	bvq = vhost_blk_get_bvq(blk, poll.index);
+	if (!bvq || (poll.flags & ~VHOST_BLK_POLL_ADAPTIVE))
+		return -EINVAL;
+
+	mutex_lock(&bvq->vq.mutex);
+	bvq->poll_adaptive = poll.flags & VHOST_BLK_POLL_ADAPTIVE;
+	bvq->poll_grow = poll.grow ? poll.grow : 2;
+	bvq->poll_shrink = poll.shrink;
+	bvq->poll_window_ns = 0;
+	mutex_unlock(&bvq->vq.mutex);
+	return 0;
+}
+
 static long vhost_blk_get_features(struct vhost_blk *blk, u64 __user *featurep)
 {
 	u64 features = VHOST_BLK_FEATURES;
@@ -869,6 +1175,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 
 	for (i = 0; i < nvqs; i++) {
 		vqs[i] = &blk->vqs[i].vq;
+		blk->vqs[i].index = i;
+		blk->vqs[i].poll_grow = 2;
 		blk->vqs[i].vq.handle_kick = vhost_blk_handle_kick;
 		init_llist_head(&blk->vqs[i].done_list);
 		vhost_work_init(&blk->vqs[i].done_work, vhost_blk_done_work);
@@ -914,6 +1222,10 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		return vhost_blk_set_backend(blk, backend.fd);
 	case VHOST_BLK_SET_SERIAL:
 		return vhost_blk_set_serial(blk, argp);
+	case VHOST_BLK_GET_VRING_STATS:
+		return vhost_blk_get_vring_stats(blk, argp);
+	case VHOST_BLK_SET_VRING_POLL:
+		return vhost_blk_set_vring_poll(blk, argp);
 	case VHOST_GET_FEATURES:
 		return vhost_blk_get_features(blk, argp);
 	case VHOST_SET_FEATURES:

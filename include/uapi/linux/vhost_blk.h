@@ -41,4 +41,67 @@
  */
 #define VHOST_BLK_SET_SERIAL	_IOW(VHOST_VIRTIO, 0xFE, char[VHOST_BLK_SERIAL_LEN])
 
+/*
+ * Per-queue counters.  Each counts since the device was opened (or since
+ * the last read with VHOST_BLK_STATS_RESET).
+ */
+struct vhost_blk_vring_stats {
+	__u32 index;			/* in: the queue */
+	__u32 flags;			/* in: VHOST_BLK_STATS_* */
+	__u64 reqs_in;			/* requests by type, as answered */
+	__u64 reqs_out;
+	__u64 reqs_flush;
+	__u64 reqs_get_id;
+	__u64 reqs_discard;
+	__u64 reqs_write_zeroes;
+	__u64 reqs_unsupp;		/* answered VIRTIO_BLK_S_UNSUPP */
+	__u64 reqs_ioerr;		/* answered VIRTIO_BLK_S_IOERR */
+	__u64 bytes_read;		/* data read into the guest */
+	__u64 bytes_written;		/* data written from the guest */
+	__u64 kicks;			/* worker runs woken by the guest's kick */
+	__u64 notifies;			/* call eventfd signalled */
+	/* used-ring updates the guest asked not to hear about */
+	__u64 notifies_suppressed;
+	__u64 used_batches;		/* used-ring updates by the worker */
+	__u64 polls;			/* busy polls of an empty ring */
+	__u64 poll_hits;		/* ... that found a request */
+	__u64 poll_ns;			/* time spent busy polling */
+	__u64 inflight;			/* requests in flight now */
+	__u64 inflight_max;		/* high-water mark of inflight */
+	__u64 poll_window_ns;		/* current busy-poll window */
+	__u64 reserved[6];
+};
+
+#define VHOST_BLK_STATS_RESET	(1U << 0)
+
+/*
+ * VHOST_BLK_GET_VRING_STATS - read the counters of queue @index.  With
+ * VHOST_BLK_STATS_RESET in @flags they are zeroed after the read (inflight
+ * stays).  EINVAL for a queue out of range or an unknown flag.
+ */
+#define VHOST_BLK_GET_VRING_STATS \
+	_IOWR(VHOST_VIRTIO, 0xFD, struct vhost_blk_vring_stats)
+
+/*
+ * Busy polling.  VHOST_SET_VRING_BUSYLOOP_TIMEOUT (vhost core, in
+ * microseconds, per queue, 0 = off) sets how long a worker keeps polling an
+ * empty ring, with guest kicks still disabled, before it sleeps.  With
+ * VHOST_BLK_POLL_ADAPTIVE that timeout is the ceiling of a window that
+ * grows by @grow when a longer poll would have caught the next request and
+ * shrinks by @shrink (0: back to nothing) when the ring stays idle past the
+ * ceiling, as QEMU's poll-max-ns / poll-grow / poll-shrink do.
+ */
+struct vhost_blk_vring_poll {
+	__u32 index;			/* the queue */
+	__u32 flags;			/* VHOST_BLK_POLL_* */
+	__u32 grow;			/* 0: default 2 */
+	__u32 shrink;			/* 0: reset the window to 0 */
+};
+
+#define VHOST_BLK_POLL_ADAPTIVE	(1U << 0)
+
+/* VHOST_BLK_SET_VRING_POLL - set the polling mode of queue @index. */
+#define VHOST_BLK_SET_VRING_POLL \
+	_IOW(VHOST_VIRTIO, 0xFC, struct vhost_blk_vring_poll)
+
 #endif /* _UAPI_LINUX_VHOST_BLK_H */
