@@ -18,6 +18,7 @@
 #include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/file.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
 #include <linux/ioprio.h>
 #include <linux/llist.h>
@@ -46,9 +47,13 @@ enum {
 			     (1ULL << VIRTIO_BLK_F_SEG_MAX) |
 			     (1ULL << VIRTIO_BLK_F_BLK_SIZE) |
 			     (1ULL << VIRTIO_BLK_F_FLUSH) |
-			     (1ULL << VIRTIO_BLK_F_MQ),
-	/* Only offered while a read-only backend is attached. */
-	VHOST_BLK_FEATURES_RO = 1ULL << VIRTIO_BLK_F_RO,
+			     (1ULL << VIRTIO_BLK_F_TOPOLOGY) |
+			     (1ULL << VIRTIO_BLK_F_MQ) |
+			     (1ULL << VIRTIO_BLK_F_DISCARD) |
+			     (1ULL << VIRTIO_BLK_F_WRITE_ZEROES),
+	/* Only offered while the attached backend has them. */
+	VHOST_BLK_FEATURES_BACKEND = (1ULL << VIRTIO_BLK_F_RO) |
+				     (1ULL << VIRTIO_BLK_F_SECURE_ERASE),
 };
 
 /* Requests one worker run may take from one ring before it yields. */
@@ -57,6 +62,9 @@ enum {
 #define VHOST_BLK_BYTE_WEIGHT	SZ_8M
 /* First window of an adaptive busy poll, as QEMU's poll-grow starts. */
 #define VHOST_BLK_POLL_INIT_NS	4000
+/* Ranges in one DISCARD, WRITE_ZEROES or SECURE_ERASE request. */
+#define VHOST_BLK_MAX_RANGE_SEG		VHOST_BLK_MAX_DISCARD_SEG
+#define VHOST_BLK_MAX_RANGE_SECTORS	VHOST_BLK_MAX_DISCARD_SECTORS
 /* Largest request whose buffers are too misaligned for direct I/O. */
 #define VHOST_BLK_BOUNCE_MAX	SZ_1M
 
@@ -108,7 +116,7 @@ struct vhost_blk_req {
 	u8 __user *status;
 	u16 head;
 	u32 type;
-	bool failed;
+	u8 result;			/* VIRTIO_BLK_S_*, set on failure */
 	bool dirty;			/* reads into user pages */
 	/* Bios, the kiocb or the flush work still running, plus one. */
 	atomic_t pending;
@@ -117,15 +125,19 @@ struct vhost_blk_req {
 	/* The guest's data buffers; iov is ours to kfree. */
 	struct iov_iter iter;
 	const void *iov;
+	/* DISCARD, WRITE_ZEROES and SECURE_ERASE ranges, validated. */
+	struct virtio_blk_discard_write_zeroes *segs;
+	unsigned int nr_segs;
 	/* Bounce pages, when the buffers defeat direct I/O. */
 	struct bio_vec *bounce;
 	unsigned int nr_bounce;
 	struct kiocb iocb;
-	struct work_struct flush_work;
+	struct work_struct sync_work;
 };
 
 static struct kmem_cache *vhost_blk_req_cache;
-static struct workqueue_struct *vhost_blk_flush_wq;
+/* Runs what a backend can only do synchronously (fsync, fallocate). */
+static struct workqueue_struct *vhost_blk_sync_wq;
 
 static inline struct vhost_blk *vhost_blk_from_vq(struct vhost_virtqueue *vq)
 {
@@ -153,6 +165,7 @@ static void vhost_blk_free_bounce(struct vhost_blk_req *req)
 static void vhost_blk_req_free(struct vhost_blk_req *req)
 {
 	vhost_blk_free_bounce(req);
+	kfree(req->segs);
 	kfree(req->iov);
 	kmem_cache_free(vhost_blk_req_cache, req);
 }
@@ -188,8 +201,10 @@ static void vhost_blk_bio_end_io(struct bio *bio)
 {
 	struct vhost_blk_req *req = bio->bi_private;
 
-	if (bio->bi_status)
-		WRITE_ONCE(req->failed, true);
+	if (bio->bi_status == BLK_STS_NOTSUPP)
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_UNSUPP);
+	else if (bio->bi_status)
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 
 	if (req->dirty) {
 		/* Releases the pages and the bio, deferring if needed. */
@@ -209,18 +224,104 @@ static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 	if (iocb->ki_flags & IOCB_WRITE)
 		kiocb_end_write(iocb);
 	if (ret < 0 || (size_t)ret != req->len)
-		WRITE_ONCE(req->failed, true);
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 	vhost_blk_req_put(req);
 }
 
-static void vhost_blk_flush_work(struct work_struct *work)
+/* One DISCARD or WRITE_ZEROES range on a regular file, or SECURE_ERASE. */
+static int vhost_blk_sync_range(struct vhost_blk_req *req,
+				struct virtio_blk_discard_write_zeroes *seg)
+{
+	u64 sector = le64_to_cpu(seg->sector);
+	u32 nr = le32_to_cpu(seg->num_sectors);
+	loff_t pos = sector << SECTOR_SHIFT, len = (loff_t)nr << SECTOR_SHIFT;
+	const int punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	struct file *file = req->be->file;
+	int ret;
+
+	if (req->type == VIRTIO_BLK_T_SECURE_ERASE)
+		return blkdev_issue_secure_erase(req->be->bdev, sector, nr,
+						 GFP_KERNEL);
+	if (req->type == VIRTIO_BLK_T_DISCARD)
+		return vfs_fallocate(file, punch, pos, len);
+
+	if (le32_to_cpu(seg->flags) & VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP) {
+		ret = vfs_fallocate(file, punch, pos, len);
+		if (ret != -EOPNOTSUPP)
+			return ret;
+	}
+	ret = vfs_fallocate(file, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+			    pos, len);
+	if (ret != -EOPNOTSUPP)
+		return ret;
+	/* No ZERO_RANGE (tmpfs): a hole reads as zeroes, then fill it. */
+	ret = vfs_fallocate(file, punch, pos, len);
+	if (ret)
+		return ret;
+	return vfs_fallocate(file, FALLOC_FL_KEEP_SIZE, pos, len);
+}
+
+static void vhost_blk_sync_work(struct work_struct *work)
 {
 	struct vhost_blk_req *req = container_of(work, struct vhost_blk_req,
-						 flush_work);
+						 sync_work);
+	unsigned int i;
+	int ret = 0;
 
-	if (vfs_fsync(req->be->file, 0))
-		WRITE_ONCE(req->failed, true);
+	if (req->type == VIRTIO_BLK_T_FLUSH)
+		ret = vfs_fsync(req->be->file, 0);
+	for (i = 0; i < req->nr_segs && !ret; i++)
+		ret = vhost_blk_sync_range(req, &req->segs[i]);
+
+	if (ret == -EOPNOTSUPP)
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_UNSUPP);
+	else if (ret)
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 	vhost_blk_req_put(req);
+}
+
+static void vhost_blk_submit_sync(struct vhost_blk_req *req)
+{
+	atomic_inc(&req->pending);
+	INIT_WORK(&req->sync_work, vhost_blk_sync_work);
+	queue_work(vhost_blk_sync_wq, &req->sync_work);
+}
+
+/* DISCARD and WRITE_ZEROES on a block device: one chain of bios. */
+static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
+{
+	struct block_device *bdev = req->be->bdev;
+	struct virtio_blk_discard_write_zeroes *seg;
+	struct bio *bio = NULL;
+	unsigned int i, flags;
+	sector_t sector, nr;
+	int ret = 0;
+
+	for (i = 0; i < req->nr_segs && !ret; i++) {
+		seg = &req->segs[i];
+		sector = le64_to_cpu(seg->sector);
+		nr = le32_to_cpu(seg->num_sectors);
+		if (req->type == VIRTIO_BLK_T_DISCARD) {
+			ret = __blkdev_issue_discard(bdev, sector, nr,
+						     GFP_KERNEL, &bio);
+			continue;
+		}
+		flags = le32_to_cpu(seg->flags) &
+			VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP ?
+			0 : BLKDEV_ZERO_NOUNMAP;
+		ret = __blkdev_issue_zeroout(bdev, sector, nr, GFP_KERNEL,
+					     &bio, flags);
+	}
+	if (ret)
+		WRITE_ONCE(req->result, ret == -EOPNOTSUPP ?
+			   VIRTIO_BLK_S_UNSUPP : VIRTIO_BLK_S_IOERR);
+	if (!bio)
+		return;
+	/* The last bio of the chain ends after all the others. */
+	bio->bi_end_io = vhost_blk_bio_end_io;
+	bio->bi_private = req;
+	atomic_inc(&req->pending);
+	submit_bio(bio);
 }
 
 /* Build and submit bios straight on the pages @iter describes. */
@@ -250,7 +351,7 @@ static void vhost_blk_submit_bio(struct vhost_blk_req *req,
 		ret = bio_iov_iter_get_pages(bio, iter);
 		if (unlikely(ret)) {
 			bio_put(bio);
-			WRITE_ONCE(req->failed, true);
+			WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 			return;
 		}
 		if (req->dirty)
@@ -332,7 +433,7 @@ static bool vhost_blk_copy_bounce_out(struct vhost_blk_req *req)
 	return true;
 }
 
-/* Start the I/O of an IN, OUT or FLUSH request.  Returns 0 or -errno. */
+/* Start the I/O of a validated request.  Returns 0 or -errno. */
 static int vhost_blk_submit(struct vhost_blk_req *req)
 {
 	struct vhost_blk_backend *be = req->be;
@@ -341,15 +442,23 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	struct iov_iter bounce_iter;
 	int ret;
 
-	if (req->type == VIRTIO_BLK_T_FLUSH) {
-		if (be->bdev) {
+	switch (req->type) {
+	case VIRTIO_BLK_T_FLUSH:
+		if (be->bdev)
 			vhost_blk_submit_bio(req, iter, REQ_OP_WRITE |
 					     REQ_PREFLUSH);
-		} else {
-			atomic_inc(&req->pending);
-			INIT_WORK(&req->flush_work, vhost_blk_flush_work);
-			queue_work(vhost_blk_flush_wq, &req->flush_work);
-		}
+		else
+			vhost_blk_submit_sync(req);
+		return 0;
+	case VIRTIO_BLK_T_DISCARD:
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+		if (be->bdev)
+			vhost_blk_submit_ranges(req);
+		else
+			vhost_blk_submit_sync(req);
+		return 0;
+	case VIRTIO_BLK_T_SECURE_ERASE:
+		vhost_blk_submit_sync(req);
 		return 0;
 	}
 
@@ -404,6 +513,12 @@ static void vhost_blk_account(struct vhost_blk_vq *bvq, u16 head, u32 type,
 		break;
 	case VIRTIO_BLK_T_GET_ID:
 		st->reqs_get_id++;
+		break;
+	case VIRTIO_BLK_T_DISCARD:
+		st->reqs_discard++;
+		break;
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+		st->reqs_write_zeroes++;
 		break;
 	}
 }
@@ -512,6 +627,65 @@ static u8 __user *vhost_blk_status_ptr(struct iovec *iov, unsigned int in)
 }
 
 /*
+ * Validate and copy the range table of a DISCARD, WRITE_ZEROES or
+ * SECURE_ERASE request.  On success *segsp is ours to kfree.
+ */
+static u8 vhost_blk_check_ranges(struct vhost_blk_backend *be, u32 type,
+				 struct iov_iter *from,
+				 struct virtio_blk_discard_write_zeroes **segsp,
+				 unsigned int *nr_segsp)
+{
+	u32 flag_mask = type == VIRTIO_BLK_T_WRITE_ZEROES ?
+			VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP : 0;
+	struct virtio_blk_discard_write_zeroes *segs;
+	sector_t capacity = vhost_blk_capacity(be);
+	u32 align = be->len_mask >> SECTOR_SHIFT;
+	size_t len = iov_iter_count(from);
+	unsigned int i, nr;
+	u64 sector;
+	u32 count;
+
+	if (be->read_only || !len || len % sizeof(*segs))
+		return VIRTIO_BLK_S_IOERR;
+	if (len / sizeof(*segs) > VHOST_BLK_MAX_RANGE_SEG)
+		return VIRTIO_BLK_S_UNSUPP;
+	if (type == VIRTIO_BLK_T_DISCARD && be->bdev &&
+	    !bdev_max_discard_sectors(be->bdev))
+		return VIRTIO_BLK_S_UNSUPP;
+	if (type == VIRTIO_BLK_T_SECURE_ERASE &&
+	    (!be->bdev || !bdev_max_secure_erase_sectors(be->bdev)))
+		return VIRTIO_BLK_S_UNSUPP;
+
+	nr = len / sizeof(*segs);
+	segs = kmalloc_array(nr, sizeof(*segs), GFP_KERNEL);
+	if (!segs)
+		return VIRTIO_BLK_S_IOERR;
+	if (!copy_from_iter_full(segs, len, from))
+		goto ioerr;
+
+	for (i = 0; i < nr; i++) {
+		if (le32_to_cpu(segs[i].flags) & ~flag_mask) {
+			kfree(segs);
+			return VIRTIO_BLK_S_UNSUPP;
+		}
+	}
+	for (i = 0; i < nr; i++) {
+		sector = le64_to_cpu(segs[i].sector);
+		count = le32_to_cpu(segs[i].num_sectors);
+		if (count > VHOST_BLK_MAX_RANGE_SECTORS || sector > capacity ||
+		    count > capacity - sector || ((sector | count) & align))
+			goto ioerr;
+	}
+	*segsp = segs;
+	*nr_segsp = nr;
+	return VIRTIO_BLK_S_OK;
+
+ioerr:
+	kfree(segs);
+	return VIRTIO_BLK_S_IOERR;
+}
+
+/*
  * Turn one descriptor chain into a request.  Returns the number of data
  * bytes submitted, for the worker's byte weight.
  */
@@ -519,14 +693,15 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 				   struct vhost_blk_backend *be, u16 head,
 				   unsigned int out, unsigned int in)
 {
+	struct virtio_blk_discard_write_zeroes *segs = NULL;
 	struct vhost_virtqueue *vq = &bvq->vq;
 	struct vhost_blk *blk = vhost_blk_from_vq(vq);
-	struct virtio_blk_outhdr hdr;
-	size_t len;
 	struct iov_iter out_iter, in_iter, *data;
+	struct virtio_blk_outhdr hdr;
+	unsigned int nr_segs = 0;
 	struct vhost_blk_req *req;
 	u8 __user *status;
-	size_t id_len;
+	size_t len = 0;
 	u64 sector;
 	u32 type;
 	u8 ret;
@@ -545,8 +720,7 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	iov_iter_init(&in_iter, ITER_DEST, vq->iov + out, in,
 		      iov_length(vq->iov + out, in) - 1);
 
-	if (unlikely(copy_from_iter(&hdr, sizeof(hdr), &out_iter) !=
-		     sizeof(hdr))) {
+	if (unlikely(!copy_from_iter_full(&hdr, sizeof(hdr), &out_iter))) {
 		vhost_blk_finish_now(bvq, head, U32_MAX, 0, status,
 				     VIRTIO_BLK_S_IOERR, 1);
 		return 0;
@@ -557,34 +731,38 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 				   iov_iter_count(&out_iter) +
 				   iov_iter_count(&in_iter), 0);
 
+	/* Data in the wrong direction for the type is an I/O error. */
 	switch (type) {
 	case VIRTIO_BLK_T_IN:
-		/* Readable data on a read is the wrong direction. */
-		if (iov_iter_count(&out_iter)) {
-			ret = VIRTIO_BLK_S_IOERR;
-			break;
-		}
-		ret = vhost_blk_check_rw(be, sector, iov_iter_count(&in_iter),
+		data = &in_iter;
+		ret = iov_iter_count(&out_iter) ? VIRTIO_BLK_S_IOERR :
+		      vhost_blk_check_rw(be, sector, iov_iter_count(data),
 					 false);
 		break;
 	case VIRTIO_BLK_T_OUT:
-		if (iov_iter_count(&in_iter)) {
-			ret = VIRTIO_BLK_S_IOERR;
-			break;
-		}
-		ret = vhost_blk_check_rw(be, sector, iov_iter_count(&out_iter),
+		data = &out_iter;
+		ret = iov_iter_count(&in_iter) ? VIRTIO_BLK_S_IOERR :
+		      vhost_blk_check_rw(be, sector, iov_iter_count(data),
 					 true);
 		break;
 	case VIRTIO_BLK_T_FLUSH:
+		data = NULL;
 		ret = VIRTIO_BLK_S_OK;
 		break;
+	case VIRTIO_BLK_T_DISCARD:
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+	case VIRTIO_BLK_T_SECURE_ERASE:
+		data = NULL;
+		ret = iov_iter_count(&in_iter) ? VIRTIO_BLK_S_IOERR :
+		      vhost_blk_check_ranges(be, type, &out_iter, &segs,
+					     &nr_segs);
+		break;
 	case VIRTIO_BLK_T_GET_ID:
-		id_len = min_t(size_t, iov_iter_count(&in_iter),
-			       VHOST_BLK_SERIAL_LEN);
-		id_len = copy_to_iter(bvq->serial, id_len, &in_iter);
+		len = min_t(size_t, iov_iter_count(&in_iter),
+			    VHOST_BLK_SERIAL_LEN);
+		len = copy_to_iter(bvq->serial, len, &in_iter);
 		vhost_blk_finish_now(bvq, head, type, sector, status,
-				     VIRTIO_BLK_S_OK,
-				     id_len + 1);
+				     VIRTIO_BLK_S_OK, len + 1);
 		return 0;
 	default:
 		vhost_blk_finish_now(bvq, head, type, sector, status,
@@ -592,37 +770,32 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 		return 0;
 	}
 
-	if (ret != VIRTIO_BLK_S_OK) {
-		vhost_blk_finish_now(bvq, head, type, sector, status, ret,
-				     1);
-		return 0;
-	}
-
-	data = type == VIRTIO_BLK_T_IN ? &in_iter : &out_iter;
-	if (type != VIRTIO_BLK_T_FLUSH && !iov_iter_count(data)) {
-		vhost_blk_finish_now(bvq, head, type, sector, status,
-				     VIRTIO_BLK_S_OK, 1);
+	if (ret != VIRTIO_BLK_S_OK || (data && !iov_iter_count(data))) {
+		vhost_blk_finish_now(bvq, head, type, sector, status, ret, 1);
 		return 0;
 	}
 
 	req = kmem_cache_zalloc(vhost_blk_req_cache, GFP_KERNEL);
-	if (!req)
+	if (!req) {
+		kfree(segs);
 		goto err;
+	}
 	req->bvq = bvq;
 	req->be = be;
 	req->status = status;
 	req->head = head;
 	req->type = type;
 	req->sector = sector;
-	len = type == VIRTIO_BLK_T_FLUSH ? 0 : iov_iter_count(data);
-	req->len = len;
-	if (type == VIRTIO_BLK_T_FLUSH)
-		iov_iter_init(&req->iter, ITER_DEST, NULL, 0, 0);
-	else
+	req->segs = segs;
+	req->nr_segs = nr_segs;
+	if (data) {
+		len = iov_iter_count(data);
+		req->len = len;
 		req->iov = dup_iter(&req->iter, data, GFP_KERNEL);
-	if (type != VIRTIO_BLK_T_FLUSH && !req->iov) {
-		kmem_cache_free(vhost_blk_req_cache, req);
-		goto err;
+		if (!req->iov) {
+			vhost_blk_req_free(req);
+			goto err;
+		}
 	}
 
 	/* The submitter's reference: no completion before we are done. */
@@ -631,7 +804,7 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	bvq->stats.inflight_max = max_t(u64, bvq->stats.inflight_max,
 					atomic_inc_return(&bvq->inflight));
 	if (vhost_blk_submit(req))
-		WRITE_ONCE(req->failed, true);
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 	vhost_blk_req_put(req);
 	return len;
 
@@ -659,14 +832,13 @@ static void vhost_blk_done_work(struct vhost_work *work)
 	mutex_lock(&vq->mutex);
 	list = llist_reverse_order(llist_del_all(&bvq->done_list));
 	llist_for_each_entry_safe(req, tmp, list, node) {
-		status = VIRTIO_BLK_S_OK;
+		status = READ_ONCE(req->result);
+		if (status == VIRTIO_BLK_S_OK && req->bounce &&
+		    req->type == VIRTIO_BLK_T_IN &&
+		    !vhost_blk_copy_bounce_out(req))
+			status = VIRTIO_BLK_S_IOERR;
 		len = 1;
-		if (req->failed)
-			status = VIRTIO_BLK_S_IOERR;
-		else if (req->type == VIRTIO_BLK_T_IN && req->bounce &&
-			 !vhost_blk_copy_bounce_out(req))
-			status = VIRTIO_BLK_S_IOERR;
-		else if (req->type == VIRTIO_BLK_T_IN)
+		if (status == VIRTIO_BLK_S_OK && req->type == VIRTIO_BLK_T_IN)
 			len += req->len;
 
 		if (put_user(status, req->status))
@@ -1100,16 +1272,80 @@ static long vhost_blk_set_vring_poll(struct vhost_blk *blk,
 	return 0;
 }
 
+/* The features that depend on the backend, for GET_FEATURES. */
+static u64 vhost_blk_backend_features(struct vhost_blk_backend *be)
+{
+	u64 features = 0;
+
+	if (!be)
+		return 0;
+	if (be->read_only)
+		features |= 1ULL << VIRTIO_BLK_F_RO;
+	if (be->bdev && bdev_max_secure_erase_sectors(be->bdev))
+		features |= 1ULL << VIRTIO_BLK_F_SECURE_ERASE;
+	return features;
+}
+
 static long vhost_blk_get_features(struct vhost_blk *blk, u64 __user *featurep)
 {
 	u64 features = VHOST_BLK_FEATURES;
 
 	mutex_lock(&blk->dev.mutex);
-	if (blk->backend && blk->backend->read_only)
-		features |= VHOST_BLK_FEATURES_RO;
+	features |= vhost_blk_backend_features(blk->backend);
 	mutex_unlock(&blk->dev.mutex);
 
 	if (copy_to_user(featurep, &features, sizeof(features)))
+		return -EFAULT;
+	return 0;
+}
+
+/* Fill in the virtio-blk config space of the attached backend. */
+static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
+{
+	struct virtio_blk_config cfg = {};
+	struct vhost_blk_backend *be;
+	unsigned int lbs, pbs;
+	u32 discard_align;
+
+	mutex_lock(&blk->dev.mutex);
+	be = blk->backend;
+	if (!be) {
+		mutex_unlock(&blk->dev.mutex);
+		return -ENXIO;
+	}
+	lbs = be->len_mask + 1;
+	pbs = lbs;
+	discard_align = lbs;
+	if (be->bdev) {
+		pbs = bdev_physical_block_size(be->bdev);
+		discard_align = max(lbs, bdev_discard_granularity(be->bdev));
+		cfg.min_io_size = cpu_to_le16(bdev_io_min(be->bdev) / lbs);
+		cfg.opt_io_size = cpu_to_le32(bdev_io_opt(be->bdev) / lbs);
+	}
+	cfg.capacity = cpu_to_le64(vhost_blk_capacity(be));
+	cfg.seg_max = cpu_to_le32(VHOST_BLK_SEG_MAX);
+	cfg.blk_size = cpu_to_le32(lbs);
+	cfg.physical_block_exp = ilog2(max(pbs / lbs, 1U));
+	cfg.num_queues = cpu_to_le16(blk->dev.nvqs);
+	cfg.max_discard_sectors = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
+	cfg.max_discard_seg = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
+	cfg.discard_sector_alignment =
+		cpu_to_le32(discard_align >> SECTOR_SHIFT);
+	cfg.max_write_zeroes_sectors =
+		cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
+	cfg.max_write_zeroes_seg = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
+	cfg.write_zeroes_may_unmap = 1;
+	if (be->bdev && bdev_max_secure_erase_sectors(be->bdev)) {
+		cfg.max_secure_erase_sectors =
+			cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
+		cfg.max_secure_erase_seg =
+			cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
+		cfg.secure_erase_sector_alignment =
+			cpu_to_le32(discard_align >> SECTOR_SHIFT);
+	}
+	mutex_unlock(&blk->dev.mutex);
+
+	if (copy_to_user(argp, &cfg, sizeof(cfg)))
 		return -EFAULT;
 	return 0;
 }
@@ -1119,7 +1355,7 @@ static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 	struct vhost_virtqueue *vq;
 	int i;
 
-	if (features & ~(VHOST_BLK_FEATURES | VHOST_BLK_FEATURES_RO))
+	if (features & ~(VHOST_BLK_FEATURES | VHOST_BLK_FEATURES_BACKEND))
 		return -EOPNOTSUPP;
 
 	mutex_lock(&blk->dev.mutex);
@@ -1222,6 +1458,8 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		return vhost_blk_set_backend(blk, backend.fd);
 	case VHOST_BLK_SET_SERIAL:
 		return vhost_blk_set_serial(blk, argp);
+	case VHOST_BLK_GET_CONFIG:
+		return vhost_blk_get_config(blk, argp);
 	case VHOST_BLK_GET_VRING_STATS:
 		return vhost_blk_get_vring_stats(blk, argp);
 	case VHOST_BLK_SET_VRING_POLL:
@@ -1277,8 +1515,8 @@ static int __init vhost_blk_init(void)
 	if (!vhost_blk_req_cache)
 		return -ENOMEM;
 
-	vhost_blk_flush_wq = alloc_workqueue("vhost-blk-flush", WQ_UNBOUND, 0);
-	if (!vhost_blk_flush_wq) {
+	vhost_blk_sync_wq = alloc_workqueue("vhost-blk-sync", WQ_UNBOUND, 0);
+	if (!vhost_blk_sync_wq) {
 		ret = -ENOMEM;
 		goto err_cache;
 	}
@@ -1289,7 +1527,7 @@ static int __init vhost_blk_init(void)
 	return 0;
 
 err_wq:
-	destroy_workqueue(vhost_blk_flush_wq);
+	destroy_workqueue(vhost_blk_sync_wq);
 err_cache:
 	kmem_cache_destroy(vhost_blk_req_cache);
 	return ret;
@@ -1299,7 +1537,7 @@ module_init(vhost_blk_init);
 static void __exit vhost_blk_exit(void)
 {
 	misc_deregister(&vhost_blk_misc);
-	destroy_workqueue(vhost_blk_flush_wq);
+	destroy_workqueue(vhost_blk_sync_wq);
 	kmem_cache_destroy(vhost_blk_req_cache);
 }
 module_exit(vhost_blk_exit);

@@ -15,9 +15,21 @@
 
 #include <linux/types.h>
 #include <linux/vhost.h>
+#include <linux/virtio_blk.h>
 
 /* Length of the GET_ID string (VIRTIO_BLK_ID_BYTES in virtio_blk.h). */
 #define VHOST_BLK_SERIAL_LEN	20
+
+/*
+ * Limits of the device, for the VMM's virtio_blk_config (VHOST_BLK_GET_CONFIG
+ * fills them in).  A chain holds at most 1024 descriptors (UIO_MAXIOV), two
+ * of them the header and the status.
+ */
+#define VHOST_BLK_SEG_MAX			1022
+/* DISCARD, WRITE_ZEROES and SECURE_ERASE: ranges per request... */
+#define VHOST_BLK_MAX_DISCARD_SEG		32
+/* ... and 512-byte sectors per range (2 GiB - 512). */
+#define VHOST_BLK_MAX_DISCARD_SECTORS		0x3fffff
 
 /*
  * VHOST_BLK_SET_BACKEND - attach or detach the disk behind every virtqueue.
@@ -40,6 +52,17 @@
  * than that is NUL-padded by the caller.  The default is all zeroes.
  */
 #define VHOST_BLK_SET_SERIAL	_IOW(VHOST_VIRTIO, 0xFE, char[VHOST_BLK_SERIAL_LEN])
+
+/*
+ * VHOST_BLK_GET_CONFIG - the virtio-blk config space for the attached
+ * backend, little-endian as a VIRTIO 1.x device presents it: capacity,
+ * blk_size, topology, seg_max, num_queues (the device's maximum) and the
+ * discard / write-zeroes / secure-erase limits above.  A VMM may copy it
+ * to its guest as is, or lower num_queues.  ENXIO without a backend.
+ * The backend-dependent features (VIRTIO_BLK_F_RO, VIRTIO_BLK_F_SECURE_ERASE)
+ * are offered by VHOST_GET_FEATURES only while the backend is attached.
+ */
+#define VHOST_BLK_GET_CONFIG	_IOR(VHOST_VIRTIO, 0xFB, struct virtio_blk_config)
 
 /*
  * Per-queue counters.  Each counts since the device was opened (or since
