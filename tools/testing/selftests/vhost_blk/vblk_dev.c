@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /dev/vhost-blk control plane.  See vblk_dev.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+
+#include "vblk_dev.h"
+
+int vblk_ioctl(int fd, unsigned long req, void *arg, const char *name)
+{
+	if (ioctl(fd, req, arg) < 0) {
+		int err = errno;
+
+		guest_log("vhost-blk: ioctl %s: %s (errno %d)", name,
+			  strerror(err), err);
+		return -err;
+	}
+	return 0;
+}
+
+int vblk_open_fd(void)
+{
+	int fd, err;
+
+	fd = open(VBLK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+		guest_log("vhost-blk: open %s: %s", VBLK_DEV_PATH,
+			  strerror(err));
+		return -err;
+	}
+	err = VBLK_IOCTL(fd, VHOST_SET_OWNER, NULL);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int vblk_get_features(int fd, uint64_t *features)
+{
+	return VBLK_IOCTL(fd, VHOST_GET_FEATURES, features);
+}
+
+int vblk_set_features(int fd, uint64_t features)
+{
+	return VBLK_IOCTL(fd, VHOST_SET_FEATURES, &features);
+}
+
+int vblk_set_mem_table(int fd, const struct guest_mem *gm)
+{
+	struct vhost_memory *mem;
+	int err;
+
+	mem = calloc(1, sizeof(*mem) + sizeof(mem->regions[0]));
+	if (!mem)
+		return -ENOMEM;
+	mem->nregions = 1;
+	mem->regions[0].guest_phys_addr = gm->gpa;
+	mem->regions[0].memory_size = gm->size;
+	mem->regions[0].userspace_addr = (uint64_t)(uintptr_t)gm->va;
+	err = VBLK_IOCTL(fd, VHOST_SET_MEM_TABLE, mem);
+	free(mem);
+	return err;
+}
+
+int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base)
+{
+	struct vhost_vring_state num = { .index = vq->index, .num = vq->num };
+	struct vhost_vring_state state = { .index = vq->index, .num = base };
+	struct vhost_vring_addr addr = {
+		.index = vq->index,
+		.desc_user_addr = vq_uaddr(vq->desc),
+		.avail_user_addr = vq_uaddr(vq->avail),
+		.used_user_addr = vq_uaddr(vq->used),
+	};
+	struct vhost_vring_file kick = { .index = vq->index, .fd = vq->kick_fd };
+	struct vhost_vring_file call = { .index = vq->index, .fd = vq->call_fd };
+	int err;
+
+	err = VBLK_IOCTL(fd, VHOST_SET_VRING_NUM, &num);
+	if (!err)
+		err = VBLK_IOCTL(fd, VHOST_SET_VRING_BASE, &state);
+	if (!err)
+		err = VBLK_IOCTL(fd, VHOST_SET_VRING_ADDR, &addr);
+	if (!err)
+		err = VBLK_IOCTL(fd, VHOST_SET_VRING_KICK, &kick);
+	if (!err)
+		err = VBLK_IOCTL(fd, VHOST_SET_VRING_CALL, &call);
+	if (err)
+		guest_log("vhost-blk: setting up vq %u failed", vq->index);
+	return err;
+}
+
+int vblk_set_serial(int fd, const char *serial)
+{
+	char buf[VHOST_BLK_SERIAL_LEN] = { 0 };
+	size_t len = strnlen(serial, sizeof(buf));
+
+	memcpy(buf, serial, len);
+	return VBLK_IOCTL(fd, VHOST_BLK_SET_SERIAL, buf);
+}
+
+int vblk_set_backend(int fd, int backend_fd)
+{
+	struct vhost_vring_file file = { .index = 0, .fd = backend_fd };
+
+	return VBLK_IOCTL(fd, VHOST_BLK_SET_BACKEND, &file);
+}
+
+int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
+	      const struct vblk_config *cfg)
+{
+	unsigned int nvqs = cfg->nvqs ? cfg->nvqs : 1;
+	unsigned int i;
+	int err;
+
+	memset(dev, 0, sizeof(*dev));
+	dev->fd = -1;
+	dev->gm = gm;
+	for (i = 0; i < VBLK_MAX_VQS; i++) {
+		dev->vq[i].kick_fd = -1;
+		dev->vq[i].call_fd = -1;
+	}
+	if (nvqs > VBLK_MAX_VQS) {
+		guest_log("vhost-blk: %u queues requested, at most %u", nvqs,
+			  VBLK_MAX_VQS);
+		return -EINVAL;
+	}
+
+	dev->fd = vblk_open_fd();
+	if (dev->fd < 0)
+		return dev->fd;
+
+	err = vblk_get_features(dev->fd, &dev->offered);
+	if (err)
+		goto fail;
+	dev->features = dev->offered & cfg->features;
+	err = vblk_set_features(dev->fd, dev->features);
+	if (err)
+		goto fail;
+	err = vblk_set_mem_table(dev->fd, gm);
+	if (err)
+		goto fail;
+
+	for (i = 0; i < nvqs; i++) {
+		struct vq_config vcfg = {
+			.index = i,
+			.num = cfg->num,
+			.max_indirect = cfg->max_indirect,
+			.event_idx = vblk_has(dev, VIRTIO_RING_F_EVENT_IDX),
+			.base = cfg->base,
+		};
+
+		err = vq_init(&dev->vq[i], gm, &vcfg);
+		if (err)
+			goto fail;
+		dev->nvqs = i + 1;
+		err = vblk_setup_vq(dev->fd, &dev->vq[i], cfg->base);
+		if (err)
+			goto fail;
+	}
+
+	if (cfg->serial) {
+		err = vblk_set_serial(dev->fd, cfg->serial);
+		if (err)
+			goto fail;
+	}
+	if (cfg->backend_fd >= 0) {
+		err = vblk_set_backend(dev->fd, cfg->backend_fd);
+		if (err)
+			goto fail;
+	}
+	return 0;
+
+fail:
+	vblk_close(dev);
+	return err;
+}
+
+void vblk_close(struct vblk_dev *dev)
+{
+	unsigned int i;
+
+	if (dev->fd >= 0)
+		close(dev->fd);
+	dev->fd = -1;
+	for (i = 0; i < dev->nvqs; i++)
+		vq_destroy(&dev->vq[i]);
+	dev->nvqs = 0;
+}

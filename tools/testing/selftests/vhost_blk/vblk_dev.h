@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * /dev/vhost-blk from the VMM's side: open, negotiate, register guest
+ * memory, set up virtqueues, serial and backend; every failing ioctl is
+ * reported on stderr with its name and errno.
+ */
+#ifndef VBLK_DEV_H
+#define VBLK_DEV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <linux/vhost.h>
+#include <linux/virtio_blk.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+#include <linux/vhost_blk.h>
+
+#include "guest_mem.h"
+#include "vq.h"
+
+#define VBLK_DEV_PATH		"/dev/vhost-blk"
+#define VBLK_MAX_VQS		16
+
+#define VBLK_F(bit)		(1ULL << (bit))
+/* Features the device offers (VIRTIO_BLK_F_RO only with a r/o backend). */
+#define VBLK_FEATURES_DEVICE	(VBLK_F(VIRTIO_F_VERSION_1) |		\
+				 VBLK_F(VIRTIO_RING_F_INDIRECT_DESC) |	\
+				 VBLK_F(VIRTIO_RING_F_EVENT_IDX) |	\
+				 VBLK_F(VIRTIO_BLK_F_SEG_MAX) |		\
+				 VBLK_F(VIRTIO_BLK_F_BLK_SIZE) |	\
+				 VBLK_F(VIRTIO_BLK_F_FLUSH) |		\
+				 VBLK_F(VIRTIO_BLK_F_MQ))
+#define VBLK_FEATURES_ALL	(~0ULL)
+
+struct vblk_config {
+	unsigned int nvqs;		/* 0: 1 */
+	unsigned int num;		/* ring size; 0: VQ_DEFAULT_NUM */
+	unsigned int max_indirect;	/* 0: VQ_DEFAULT_INDIRECT */
+	uint64_t features;		/* wanted; acked = offered & wanted */
+	uint16_t base;			/* initial ring index of every vq */
+	const char *serial;		/* NULL: leave the default */
+	int backend_fd;			/* < 0: no backend */
+};
+
+struct vblk_dev {
+	int fd;
+	struct guest_mem *gm;
+	uint64_t offered;		/* VHOST_GET_FEATURES at open */
+	uint64_t features;		/* acked */
+	unsigned int nvqs;
+	struct vq vq[VBLK_MAX_VQS];
+};
+
+/* ioctl() that reports "NAME: strerror" on failure; 0 or -errno. */
+int vblk_ioctl(int fd, unsigned long req, void *arg, const char *name);
+#define VBLK_IOCTL(fd, req, arg)	vblk_ioctl(fd, req, arg, #req)
+
+/* Building blocks, for tests that need the steps one by one. */
+int vblk_open_fd(void);				/* open + SET_OWNER */
+int vblk_get_features(int fd, uint64_t *features);
+int vblk_set_features(int fd, uint64_t features);
+int vblk_set_mem_table(int fd, const struct guest_mem *gm);
+int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base);
+int vblk_set_serial(int fd, const char *serial);	/* NUL-padded */
+int vblk_set_backend(int fd, int backend_fd);
+
+/* Everything at once; on failure nothing stays open. */
+int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
+	      const struct vblk_config *cfg);
+/* Close the device fd (whatever is in flight) and free the vqs. */
+void vblk_close(struct vblk_dev *dev);
+
+static inline bool vblk_has(const struct vblk_dev *dev, unsigned int bit)
+{
+	return dev->features & VBLK_F(bit);
+}
+
+#endif /* VBLK_DEV_H */
