@@ -58,6 +58,11 @@ enum {
 
 /* Requests one worker run may take from one ring before it yields. */
 #define VHOST_BLK_WEIGHT	256
+/*
+ * Requests submitted between looks at the completion list: a deep ring
+ * must not hold back completions that are ready until it is all submitted.
+ */
+#define VHOST_BLK_SUBMIT_BATCH	32
 /* Bytes one worker run may submit from one ring before it yields. */
 #define VHOST_BLK_BYTE_WEIGHT	SZ_8M
 /* First window of an adaptive busy poll, as QEMU's poll-grow starts. */
@@ -68,9 +73,9 @@ enum {
 /* Largest request whose buffers are too misaligned for direct I/O. */
 #define VHOST_BLK_BOUNCE_MAX	SZ_1M
 
-static unsigned int max_queues = 16;
+static unsigned int max_queues = 64;
 module_param(max_queues, uint, 0444);
-MODULE_PARM_DESC(max_queues, "Virtqueues per device (1-64, default 16)");
+MODULE_PARM_DESC(max_queues, "Virtqueues per device (1-256, default 64)");
 
 struct vhost_blk_backend {
 	struct file *file;
@@ -1015,6 +1020,16 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 			bvq->requeued = true;
 			break;
 		}
+		/*
+		 * Completions are waiting: let done_work answer them, then
+		 * carry on submitting.  Kicks stay disabled meanwhile.
+		 */
+		if (!(reqs % VHOST_BLK_SUBMIT_BATCH) &&
+		    !llist_empty(&bvq->done_list)) {
+			bvq->requeued = true;
+			vhost_poll_queue(&vq->poll);
+			break;
+		}
 	} while (true);
 	blk_finish_plug(&plug);
 
@@ -1398,7 +1413,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 {
 	struct vhost_virtqueue **vqs;
 	struct vhost_blk *blk;
-	int i, nvqs = clamp(max_queues, 1U, 64U);
+	int i, nvqs = clamp(max_queues, 1U, 256U);
 
 	blk = kvzalloc(struct_size(blk, vqs, nvqs), GFP_KERNEL_ACCOUNT);
 	if (!blk)
