@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost-blk-bridge: the kernel side.  Opens /dev/vhost-blk for one
+ * frontend connection, attaches and detaches the disk, builds the feature
+ * set and the config space the frontend sees, and reads the module's
+ * per-queue counters.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/fs.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+#include "kdev.h"
+#include "log.h"
+
+#define F(bit)		(1ULL << (bit))
+
+/* Feature bits the bridge knows how to present to a frontend. */
+#define KDEV_KNOWN_FEATURES (F(VIRTIO_F_VERSION_1) |			\
+			     F(VIRTIO_RING_F_INDIRECT_DESC) |		\
+			     F(VIRTIO_RING_F_EVENT_IDX) |		\
+			     F(VIRTIO_BLK_F_SEG_MAX) |			\
+			     F(VIRTIO_BLK_F_BLK_SIZE) |			\
+			     F(VIRTIO_BLK_F_FLUSH) |			\
+			     F(VIRTIO_BLK_F_MQ) |			\
+			     F(VIRTIO_BLK_F_RO) |			\
+			     F(VIRTIO_BLK_F_TOPOLOGY) |			\
+			     F(VIRTIO_BLK_F_DISCARD) |			\
+			     F(VIRTIO_BLK_F_WRITE_ZEROES) |		\
+			     F(VIRTIO_BLK_F_SECURE_ERASE))
+
+/*
+ * Bits whose config fields (topology, discard / write-zeroes / secure-erase
+ * limits) only the module can fill in, with VHOST_BLK_GET_CONFIG.  Without
+ * that ioctl (an older module) they are not offered.
+ */
+#define KDEV_CONFIG_FEATURES (F(VIRTIO_BLK_F_TOPOLOGY) |		\
+			      F(VIRTIO_BLK_F_DISCARD) |			\
+			      F(VIRTIO_BLK_F_WRITE_ZEROES) |		\
+			      F(VIRTIO_BLK_F_SECURE_ERASE))
+
+static int sys_open(void *priv, const char *path)
+{
+	int fd;
+
+	(void)priv;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int sys_ioctl(void *priv, int fd, unsigned long req, void *arg)
+{
+	(void)priv;
+	return ioctl(fd, req, arg) < 0 ? -errno : 0;
+}
+
+static void sys_close(void *priv, int fd)
+{
+	(void)priv;
+	close(fd);
+}
+
+const struct kdev_ops kdev_sys_ops = {
+	.open = sys_open,
+	.ioctl = sys_ioctl,
+	.close = sys_close,
+};
+
+/* ------------------------------------------------------------------ disk */
+
+int disk_open(struct disk *d, const char *path, bool read_only)
+{
+	struct stat st;
+	uint64_t size;
+	int fd, ro, ssz, ret;
+
+	memset(d, 0, sizeof(*d));
+	d->path = path;
+	d->read_only = read_only;
+	d->fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (d->fd < 0) {
+		ret = -errno;
+		vbb_err("cannot open backend %s %s: %s", path,
+			read_only ? "read-only" : "read-write", strerror(-ret));
+		return ret;
+	}
+	if (fstat(d->fd, &st) < 0) {
+		ret = -errno;
+		vbb_err("fstat %s: %s", path, strerror(-ret));
+		goto err;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		d->blkdev = true;
+		if (ioctl(d->fd, BLKSSZGET, &ssz) < 0) {
+			ret = -errno;
+			vbb_err("ioctl BLKSSZGET on %s: %s", path,
+				strerror(-ret));
+			goto err;
+		}
+		d->blk_size = ssz;
+		if (!read_only && ioctl(d->fd, BLKROGET, &ro) == 0 && ro) {
+			vbb_err("block device %s is read-only: use --read-only",
+				path);
+			ret = -EROFS;
+			goto err;
+		}
+	} else if (S_ISREG(st.st_mode)) {
+		d->blk_size = 512;
+		/* The module does direct I/O on files; say so now, not later. */
+		fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		if (fd < 0) {
+			ret = -errno;
+			vbb_err("%s: %s with O_DIRECT: the file system must support direct I/O for vhost-blk",
+				path, strerror(-ret));
+			goto err;
+		}
+		close(fd);
+	} else {
+		vbb_err("backend %s is neither a regular file nor a block device",
+			path);
+		ret = -ENOTBLK;
+		goto err;
+	}
+	if (d->blk_size < 512 || (d->blk_size & (d->blk_size - 1))) {
+		vbb_err("backend %s: unusable logical block size %u", path,
+			d->blk_size);
+		ret = -EINVAL;
+		goto err;
+	}
+	ret = disk_size(d, &size);
+	if (ret)
+		goto err;
+	if (size < d->blk_size) {
+		vbb_err("backend %s is smaller than one block (%" PRIu64
+			" bytes)", path, size);
+		ret = -EINVAL;
+		goto err;
+	}
+	if (size % 512)
+		vbb_warn("backend %s: size %" PRIu64
+			 " is not a multiple of 512; the last %" PRIu64
+			 " bytes are not visible", path, size, size % 512);
+	return 0;
+err:
+	close(d->fd);
+	d->fd = -1;
+	return ret;
+}
+
+int disk_size(const struct disk *d, uint64_t *bytes)
+{
+	struct stat st;
+	int ret;
+
+	if (d->blkdev) {
+		if (ioctl(d->fd, BLKGETSIZE64, bytes) < 0) {
+			ret = -errno;
+			vbb_err("ioctl BLKGETSIZE64 on %s: %s", d->path,
+				strerror(-ret));
+			return ret;
+		}
+		return 0;
+	}
+	if (fstat(d->fd, &st) < 0) {
+		ret = -errno;
+		vbb_err("fstat %s: %s", d->path, strerror(-ret));
+		return ret;
+	}
+	*bytes = st.st_size;
+	return 0;
+}
+
+void disk_close(struct disk *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = -1;
+}
+
+/* ------------------------------------------------------- /dev/vhost-blk */
+
+int kdev_ioctl(struct kdev *k, unsigned long req, void *arg, const char *name)
+{
+	int ret = k->p->ops->ioctl(k->p->ops->priv, k->fd, req, arg);
+
+	if (ret)
+		vbb_err("ioctl %s on %s: %s (errno %d)", name, k->p->path,
+			strerror(-ret), -ret);
+	return ret;
+}
+
+int kdev_attach(struct kdev *k)
+{
+	struct vhost_vring_file be = { .index = 0, .fd = k->p->disk->fd };
+	int ret;
+
+	ret = KDEV_IOCTL(k, VHOST_BLK_SET_BACKEND, &be);
+	if (ret)
+		return ret;
+	k->attached = true;
+	vbb_dbg("backend %s attached", k->p->disk->path);
+	return 0;
+}
+
+int kdev_detach(struct kdev *k)
+{
+	struct vhost_vring_file be = { .index = 0, .fd = -1 };
+	int ret;
+
+	ret = KDEV_IOCTL(k, VHOST_BLK_SET_BACKEND, &be);
+	if (ret)
+		return ret;
+	k->attached = false;
+	vbb_dbg("backend detached");
+	return 0;
+}
+
+/* Attach the disk with no ring set up, to read features and config. */
+static int kdev_probe(struct kdev *k)
+{
+	int ret;
+
+	ret = kdev_attach(k);
+	if (ret) {
+		vbb_err("cannot attach backend %s to %s", k->p->disk->path,
+			k->p->path);
+		return ret;
+	}
+	ret = KDEV_IOCTL(k, VHOST_GET_FEATURES, &k->features);
+	if (ret)
+		goto out;
+	ret = k->p->ops->ioctl(k->p->ops->priv, k->fd, VHOST_BLK_GET_CONFIG,
+			       &k->config);
+	if (ret == -ENOTTY || ret == -EINVAL) {
+		vbb_dbg("%s has no VHOST_BLK_GET_CONFIG: the bridge fills in the config space",
+			k->p->path);
+		ret = 0;
+	} else if (ret) {
+		vbb_err("ioctl VHOST_BLK_GET_CONFIG on %s: %s (errno %d)",
+			k->p->path, strerror(-ret), -ret);
+		goto out;
+	} else {
+		k->have_config = true;
+	}
+out:
+	if (kdev_detach(k) && !ret)
+		ret = -EIO;
+	return ret;
+}
+
+int kdev_open(struct kdev *k, const struct kdev_params *p)
+{
+	struct vhost_blk_vring_stats st;
+	char serial[VHOST_BLK_SERIAL_LEN];
+	unsigned int i;
+	int ret;
+
+	memset(k, 0, sizeof(*k));
+	k->p = p;
+	k->fd = p->ops->open(p->ops->priv, p->path);
+	if (k->fd < 0) {
+		ret = k->fd;
+		vbb_err("cannot open %s: %s%s", p->path, strerror(-ret),
+			ret == -ENOENT ? " (is vhost_blk.ko loaded?)" : "");
+		k->fd = -1;
+		return ret;
+	}
+
+	ret = KDEV_IOCTL(k, VHOST_SET_OWNER, NULL);
+	if (ret)
+		goto err;
+
+	/* The module serves max_queues queues per device: is ours there? */
+	memset(&st, 0, sizeof(st));
+	st.index = p->num_queues - 1;
+	ret = p->ops->ioctl(p->ops->priv, k->fd, VHOST_BLK_GET_VRING_STATS,
+			    &st);
+	if (ret == -EINVAL) {
+		vbb_err("%s serves fewer than %u queues (module parameter max_queues): lower --num-queues",
+			p->path, p->num_queues);
+		goto err;
+	} else if (ret) {
+		vbb_err("ioctl VHOST_BLK_GET_VRING_STATS on %s: %s (errno %d)",
+			p->path, strerror(-ret), -ret);
+		goto err;
+	}
+
+	if (p->serial) {
+		/* NUL-padded, not necessarily NUL-terminated. */
+		memset(serial, 0, sizeof(serial));
+		memcpy(serial, p->serial, strnlen(p->serial, sizeof(serial)));
+		ret = KDEV_IOCTL(k, VHOST_BLK_SET_SERIAL, serial);
+		if (ret)
+			goto err;
+	}
+
+	for (i = 0; i < p->num_queues; i++) {
+		struct vhost_vring_state busy = { .index = i, .num = p->poll_us };
+		struct vhost_blk_vring_poll poll = {
+			.index = i, .flags = VHOST_BLK_POLL_ADAPTIVE,
+		};
+
+		if (p->poll_us) {
+			ret = KDEV_IOCTL(k, VHOST_SET_VRING_BUSYLOOP_TIMEOUT,
+					 &busy);
+			if (ret)
+				goto err;
+		}
+		if (p->poll_adaptive) {
+			ret = KDEV_IOCTL(k, VHOST_BLK_SET_VRING_POLL, &poll);
+			if (ret)
+				goto err;
+		}
+	}
+
+	ret = kdev_probe(k);
+	if (ret)
+		goto err;
+	return 0;
+err:
+	kdev_close(k);
+	return ret;
+}
+
+void kdev_close(struct kdev *k)
+{
+	if (k->fd >= 0)
+		k->p->ops->close(k->p->ops->priv, k->fd);
+	k->fd = -1;
+	k->attached = false;
+}
+
+uint64_t kdev_offered_features(const struct kdev *k)
+{
+	uint64_t f = k->features & KDEV_KNOWN_FEATURES;
+
+	if (!k->have_config)
+		f &= ~KDEV_CONFIG_FEATURES;
+	if (k->p->disk->read_only)
+		f |= F(VIRTIO_BLK_F_RO);
+	return f;
+}
+
+void kdev_blk_config(const struct kdev *k, struct virtio_blk_config *cfg)
+{
+	uint64_t bytes;
+
+	if (k->have_config) {
+		*cfg = k->config;
+	} else {
+		/*
+		 * An older module: what userspace knows.  Topology and the
+		 * discard / write-zeroes / secure-erase limits need the
+		 * module (see KDEV_CONFIG_FEATURES); those bits are not
+		 * offered then.
+		 */
+		memset(cfg, 0, sizeof(*cfg));
+		cfg->blk_size = htole32(k->p->disk->blk_size);
+	}
+	cfg->seg_max = htole32(VHOST_BLK_SEG_MAX);
+	cfg->num_queues = htole16(k->p->num_queues);
+	/* The disk may have grown since the module was asked. */
+	if (disk_size(k->p->disk, &bytes) == 0)
+		cfg->capacity = htole64(bytes / 512);
+}
+
+int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
+{
+	struct vhost_blk_vring_stats st;
+	unsigned int i;
+	int ret;
+
+	if (k->fd < 0)
+		return -EBADF;
+	for (i = 0; i < k->p->num_queues; i++) {
+		memset(&st, 0, sizeof(st));
+		st.index = i;
+		ret = KDEV_IOCTL(k, VHOST_BLK_GET_VRING_STATS, &st);
+		if (ret)
+			return ret;
+		fprintf(f, "vhost-blk-bridge: stats %s queue=%u"
+			" in=%llu out=%llu flush=%llu get_id=%llu"
+			" discard=%llu write_zeroes=%llu unsupp=%llu ioerr=%llu"
+			" bytes_read=%llu bytes_written=%llu"
+			" kicks=%llu notifies=%llu notifies_suppressed=%llu"
+			" used_batches=%llu polls=%llu poll_hits=%llu"
+			" poll_ns=%llu inflight=%llu inflight_max=%llu"
+			" poll_window_ns=%llu\n",
+			why, i,
+			(unsigned long long)st.reqs_in,
+			(unsigned long long)st.reqs_out,
+			(unsigned long long)st.reqs_flush,
+			(unsigned long long)st.reqs_get_id,
+			(unsigned long long)st.reqs_discard,
+			(unsigned long long)st.reqs_write_zeroes,
+			(unsigned long long)st.reqs_unsupp,
+			(unsigned long long)st.reqs_ioerr,
+			(unsigned long long)st.bytes_read,
+			(unsigned long long)st.bytes_written,
+			(unsigned long long)st.kicks,
+			(unsigned long long)st.notifies,
+			(unsigned long long)st.notifies_suppressed,
+			(unsigned long long)st.used_batches,
+			(unsigned long long)st.polls,
+			(unsigned long long)st.poll_hits,
+			(unsigned long long)st.poll_ns,
+			(unsigned long long)st.inflight,
+			(unsigned long long)st.inflight_max,
+			(unsigned long long)st.poll_window_ns);
+	}
+	fflush(f);
+	return 0;
+}

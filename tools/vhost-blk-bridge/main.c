@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost-blk-bridge: serve QEMU's vhost-user-blk device from the kernel's
+ * vhost-blk.  The control plane (a vhost-user unix socket) is here; the
+ * data plane is handed to /dev/vhost-blk.  See vhost-blk-bridge.8.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kdev.h"
+#include "log.h"
+#include "vhost_user.h"
+
+#define DEFAULT_DEVICE		"/dev/vhost-blk"
+#define DEFAULT_MSG_TIMEOUT_MS	5000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: vhost-blk-bridge --socket PATH --backend FILE|BLOCKDEV [OPTIONS]\n"
+"\n"
+"A vhost-user-blk back-end whose data plane is the kernel's vhost-blk:\n"
+"QEMU's -device vhost-user-blk-pci connects to PATH; guest requests go\n"
+"from the kick eventfd to /dev/vhost-blk's worker, to the disk, and back\n"
+"through the call eventfd without passing through this process.\n"
+"\n"
+"Options:\n"
+"  -s, --socket PATH        vhost-user socket to listen on (created)\n"
+"  -b, --backend PATH       raw image file or block device\n"
+"  -r, --read-only          open the backend read-only; the guest sees a\n"
+"                           read-only disk (VIRTIO_BLK_F_RO)\n"
+"      --serial S           GET_ID string (at most %d bytes)\n"
+"  -q, --num-queues N       virtqueues (default 1)\n"
+"      --poll-us N          busy-poll each ring for N us before sleeping\n"
+"                           (VHOST_SET_VRING_BUSYLOOP_TIMEOUT, default 0)\n"
+"      --poll-adaptive      adapt the poll window, --poll-us the ceiling\n"
+"      --device PATH        vhost-blk device (default " DEFAULT_DEVICE ")\n"
+"      --once               exit when the first frontend disconnects\n"
+"      --stats-interval S   print the queue counters every S seconds\n"
+"      --msg-timeout MS     wait at most MS for the rest of a message\n"
+"                           (default %d)\n"
+"  -v, --verbose            log every vhost-user message\n"
+"  -h, --help               this text\n"
+"\n"
+"The per-queue counters of the module (VHOST_BLK_GET_VRING_STATS) are\n"
+"printed on stdout on SIGUSR1, when a frontend disconnects and at exit.\n"
+"SIGTERM, SIGINT and SIGHUP end the program.\n",
+		VHOST_BLK_SERIAL_LEN, DEFAULT_MSG_TIMEOUT_MS);
+}
+
+static int parse_uint(const char *opt, const char *s, unsigned long min,
+		      unsigned long max, unsigned int *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		vbb_err("%s: '%s' is not a number from %lu to %lu", opt, s,
+			min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Listen on path; refuse to steal a socket someone still serves. */
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, probe;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		vbb_err("socket path %s is longer than %zu bytes", path,
+			sizeof(sun.sun_path) - 1);
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			vbb_err("%s exists and is not a socket", path);
+			return -1;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 &&
+		    connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+			close(probe);
+			vbb_err("%s is in use by another process", path);
+			return -1;
+		}
+		if (probe >= 0)
+			close(probe);
+		unlink(path);
+	}
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		vbb_err("socket(AF_UNIX): %s", strerror(errno));
+		return -1;
+	}
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		vbb_err("bind %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (listen(fd, 1) < 0) {
+		vbb_err("listen %s: %s", path, strerror(errno));
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	return fd;
+}
+
+static void print_stats(struct vu_session *s, bool active, const char *why)
+{
+	if (!active) {
+		if (!strcmp(why, "signal"))
+			vbb_info("stats: no frontend connected");
+		return;
+	}
+	if (kdev_print_stats(&s->kdev, stdout, why))
+		vbb_warn("cannot read the queue counters");
+}
+
+int main(int argc, char **argv)
+{
+	enum {
+		OPT_SERIAL = 256, OPT_POLL_US, OPT_POLL_ADAPTIVE, OPT_DEVICE,
+		OPT_ONCE, OPT_STATS_INTERVAL, OPT_MSG_TIMEOUT,
+	};
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "read-only", no_argument, NULL, 'r' },
+		{ "serial", required_argument, NULL, OPT_SERIAL },
+		{ "num-queues", required_argument, NULL, 'q' },
+		{ "poll-us", required_argument, NULL, OPT_POLL_US },
+		{ "poll-adaptive", no_argument, NULL, OPT_POLL_ADAPTIVE },
+		{ "device", required_argument, NULL, OPT_DEVICE },
+		{ "once", no_argument, NULL, OPT_ONCE },
+		{ "stats-interval", required_argument, NULL, OPT_STATS_INTERVAL },
+		{ "msg-timeout", required_argument, NULL, OPT_MSG_TIMEOUT },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *socket_path = NULL, *backend = NULL;
+	unsigned int stats_interval = 0, timeout_ms = DEFAULT_MSG_TIMEOUT_MS;
+	bool read_only = false, once = false, active = false, stop = false;
+	struct vu_params params = {
+		.kdev = {
+			.path = DEFAULT_DEVICE,
+			.ops = &kdev_sys_ops,
+			.num_queues = 1,
+		},
+	};
+	struct vu_session session;
+	struct disk disk;
+	struct kdev probe;
+	int lfd, sfd, cfd = -1, opt, status = 0;
+	sigset_t sigs;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while ((opt = getopt_long(argc, argv, "s:b:rq:vh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's':
+			socket_path = optarg;
+			break;
+		case 'b':
+			backend = optarg;
+			break;
+		case 'r':
+			read_only = true;
+			break;
+		case OPT_SERIAL:
+			if (strlen(optarg) > VHOST_BLK_SERIAL_LEN) {
+				vbb_err("--serial: '%s' is longer than %d bytes",
+					optarg, VHOST_BLK_SERIAL_LEN);
+				return 2;
+			}
+			params.kdev.serial = optarg;
+			break;
+		case 'q':
+			if (parse_uint("--num-queues", optarg, 1,
+				       KDEV_MAX_QUEUES, &params.kdev.num_queues))
+				return 2;
+			break;
+		case OPT_POLL_US:
+			if (parse_uint("--poll-us", optarg, 0, UINT_MAX,
+				       &params.kdev.poll_us))
+				return 2;
+			break;
+		case OPT_POLL_ADAPTIVE:
+			params.kdev.poll_adaptive = true;
+			break;
+		case OPT_DEVICE:
+			params.kdev.path = optarg;
+			break;
+		case OPT_ONCE:
+			once = true;
+			break;
+		case OPT_STATS_INTERVAL:
+			if (parse_uint("--stats-interval", optarg, 1, 86400,
+				       &stats_interval))
+				return 2;
+			break;
+		case OPT_MSG_TIMEOUT:
+			if (parse_uint("--msg-timeout", optarg, 1, 3600000,
+				       &timeout_ms))
+				return 2;
+			break;
+		case 'v':
+			vbb_verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		vbb_err("unexpected argument '%s' (see --help)", argv[optind]);
+		return 2;
+	}
+	if (!socket_path || !backend) {
+		vbb_err("--socket and --backend are required (see --help)");
+		return 2;
+	}
+	if (params.kdev.poll_adaptive && !params.kdev.poll_us) {
+		vbb_err("--poll-adaptive needs --poll-us (the window's ceiling)");
+		return 2;
+	}
+	params.msg_timeout_ms = timeout_ms;
+
+	if (disk_open(&disk, backend, read_only))
+		return 1;
+	params.kdev.disk = &disk;
+
+	/* Fail now, not when QEMU connects, if the module cannot serve. */
+	if (kdev_open(&probe, &params.kdev)) {
+		disk_close(&disk);
+		return 1;
+	}
+	kdev_close(&probe);
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (sfd < 0) {
+		vbb_err("signalfd: %s", strerror(errno));
+		disk_close(&disk);
+		return 1;
+	}
+
+	lfd = listen_unix(socket_path);
+	if (lfd < 0) {
+		close(sfd);
+		disk_close(&disk);
+		return 1;
+	}
+	vbb_info("serving %s%s on %s through %s, %u queue%s",
+		 backend, read_only ? " (read-only)" : "", socket_path,
+		 params.kdev.path, params.kdev.num_queues,
+		 params.kdev.num_queues == 1 ? "" : "s");
+
+	while (!stop) {
+		struct pollfd pfd[3] = {
+			{ .fd = sfd, .events = POLLIN },
+			{ .fd = lfd, .events = POLLIN },
+			{ .fd = cfd, .events = POLLIN },
+		};
+		int n = poll(pfd, cfd >= 0 ? 3 : 2,
+			     stats_interval ? (int)stats_interval * 1000 : -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			vbb_err("poll: %s", strerror(errno));
+			status = 1;
+			break;
+		}
+		if (n == 0) {
+			print_stats(&session, active, "interval");
+			continue;
+		}
+
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGUSR1) {
+					print_stats(&session, active, "signal");
+				} else {
+					vbb_info("%s: exiting",
+						 strsignal(si.ssi_signo));
+					stop = true;
+					continue;
+				}
+			}
+		}
+
+		if (pfd[1].revents & POLLIN) {
+			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+			if (fd < 0) {
+				vbb_warn("accept on %s: %s", socket_path,
+					 strerror(errno));
+			} else if (active) {
+				vbb_warn("a frontend is already connected: refusing another");
+				close(fd);
+			} else if (vu_session_open(&session, &params, fd)) {
+				vbb_err("cannot serve the new frontend");
+				close(fd);
+			} else {
+				vbb_info("frontend connected");
+				cfd = fd;
+				active = true;
+			}
+		}
+
+		if (cfd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+			int ret = vu_session_handle(&session);
+
+			if (ret) {
+				print_stats(&session, true, "disconnect");
+				vu_session_close(&session);
+				close(cfd);
+				cfd = -1;
+				active = false;
+				if (once) {
+					status = ret < 0;
+					stop = true;
+				}
+			}
+		}
+	}
+
+	if (active) {
+		print_stats(&session, true, "exit");
+		vu_session_close(&session);
+		close(cfd);
+	}
+	close(lfd);
+	unlink(socket_path);
+	close(sfd);
+	disk_close(&disk);
+	return status;
+}

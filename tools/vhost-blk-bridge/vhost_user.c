@@ -1,0 +1,1041 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost-blk-bridge: the vhost-user back-end.
+ *
+ * Messages are read one at a time from the frontend's socket, checked
+ * (version, size, file descriptors), and turned into vhost ioctls on
+ * /dev/vhost-blk: the frontend's memory regions are mapped here and handed
+ * to the module with our own addresses, ring addresses are translated into
+ * those mappings, kick and call eventfds go straight to the module.  The
+ * disk is attached (VHOST_BLK_SET_BACKEND) while every ring the frontend
+ * has set up is complete and enabled, and detached, which waits for the
+ * requests in flight, before anything the module refuses or must not see
+ * on a running ring: SET_VRING_NUM / BASE / ADDR, a new memory table, new
+ * features, GET_VRING_BASE.  No thread and no buffer of the data path is
+ * ever in this process.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "vhost_user.h"
+
+#define F(bit)		(1ULL << (bit))
+
+/* A handler's answer: not fatal, but report failure with REPLY_ACK. */
+#define VU_NACK		1
+
+static const char *const vu_names[VU_REQUEST_MAX] = {
+	[VU_GET_FEATURES] = "GET_FEATURES",
+	[VU_SET_FEATURES] = "SET_FEATURES",
+	[VU_SET_OWNER] = "SET_OWNER",
+	[VU_RESET_OWNER] = "RESET_OWNER",
+	[VU_SET_MEM_TABLE] = "SET_MEM_TABLE",
+	[VU_SET_LOG_BASE] = "SET_LOG_BASE",
+	[VU_SET_LOG_FD] = "SET_LOG_FD",
+	[VU_SET_VRING_NUM] = "SET_VRING_NUM",
+	[VU_SET_VRING_ADDR] = "SET_VRING_ADDR",
+	[VU_SET_VRING_BASE] = "SET_VRING_BASE",
+	[VU_GET_VRING_BASE] = "GET_VRING_BASE",
+	[VU_SET_VRING_KICK] = "SET_VRING_KICK",
+	[VU_SET_VRING_CALL] = "SET_VRING_CALL",
+	[VU_SET_VRING_ERR] = "SET_VRING_ERR",
+	[VU_GET_PROTOCOL_FEATURES] = "GET_PROTOCOL_FEATURES",
+	[VU_SET_PROTOCOL_FEATURES] = "SET_PROTOCOL_FEATURES",
+	[VU_GET_QUEUE_NUM] = "GET_QUEUE_NUM",
+	[VU_SET_VRING_ENABLE] = "SET_VRING_ENABLE",
+	[VU_SEND_RARP] = "SEND_RARP",
+	[VU_NET_SET_MTU] = "NET_SET_MTU",
+	[VU_SET_SLAVE_REQ_FD] = "SET_SLAVE_REQ_FD",
+	[VU_IOTLB_MSG] = "IOTLB_MSG",
+	[VU_SET_VRING_ENDIAN] = "SET_VRING_ENDIAN",
+	[VU_GET_CONFIG] = "GET_CONFIG",
+	[VU_SET_CONFIG] = "SET_CONFIG",
+	[VU_CREATE_CRYPTO_SESSION] = "CREATE_CRYPTO_SESSION",
+	[VU_CLOSE_CRYPTO_SESSION] = "CLOSE_CRYPTO_SESSION",
+	[VU_POSTCOPY_ADVISE] = "POSTCOPY_ADVISE",
+	[VU_POSTCOPY_LISTEN] = "POSTCOPY_LISTEN",
+	[VU_POSTCOPY_END] = "POSTCOPY_END",
+	[VU_GET_INFLIGHT_FD] = "GET_INFLIGHT_FD",
+	[VU_SET_INFLIGHT_FD] = "SET_INFLIGHT_FD",
+	[VU_GPU_SET_SOCKET] = "GPU_SET_SOCKET",
+	[VU_RESET_DEVICE] = "RESET_DEVICE",
+	[VU_VRING_KICK] = "VRING_KICK",
+	[VU_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
+	[VU_ADD_MEM_REG] = "ADD_MEM_REG",
+	[VU_REM_MEM_REG] = "REM_MEM_REG",
+	[VU_SET_STATUS] = "SET_STATUS",
+	[VU_GET_STATUS] = "GET_STATUS",
+};
+
+const char *vu_request_name(uint32_t request)
+{
+	static char buf[32];
+
+	if (request < VU_REQUEST_MAX && vu_names[request])
+		return vu_names[request];
+	snprintf(buf, sizeof(buf), "request %" PRIu32, request);
+	return buf;
+}
+
+/* --------------------------------------------------------- message I/O */
+
+static void close_fds(struct vu_msg *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nfds; i++)
+		if (m->fds[i] >= 0)
+			close(m->fds[i]);
+	m->nfds = 0;
+}
+
+/*
+ * Read exactly len bytes into buf, gathering SCM_RIGHTS descriptors into
+ * m.  The first read blocks (the caller saw the socket readable); later
+ * ones wait at most timeout_ms.  1: done; 0: EOF before the first byte;
+ * -1: error in err (EOF after some bytes included).
+ */
+static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
+		     bool first, int timeout_ms, const char *what, char *err,
+		     size_t errlen)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * VU_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	size_t got = 0;
+	bool too_many = false;
+
+	while (got < len) {
+		struct iovec iov = {
+			.iov_base = (char *)buf + got, .iov_len = len - got,
+		};
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		};
+		struct cmsghdr *c;
+		ssize_t n;
+
+		if (!first || got) {
+			struct pollfd pfd = { .fd = sock, .events = POLLIN };
+			int r = poll(&pfd, 1, timeout_ms);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				snprintf(err, errlen, "poll on the socket: %s",
+					 strerror(errno));
+				return -1;
+			}
+			if (r == 0) {
+				snprintf(err, errlen,
+					 "short %s: %zu of %zu bytes, then nothing for %d ms",
+					 what, got, len, timeout_ms);
+				return -1;
+			}
+		}
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "reading the socket: %s",
+				 strerror(errno));
+			return -1;
+		}
+		for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			size_t i, nfds;
+			int *fds = (int *)CMSG_DATA(c);
+
+			if (c->cmsg_level != SOL_SOCKET ||
+			    c->cmsg_type != SCM_RIGHTS)
+				continue;
+			nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (i = 0; i < nfds; i++) {
+				int fd;
+
+				memcpy(&fd, &fds[i], sizeof(fd));
+				if (m->nfds < VU_MAX_FDS) {
+					m->fds[m->nfds++] = fd;
+				} else {
+					close(fd);
+					too_many = true;
+				}
+			}
+		}
+		if (mh.msg_flags & MSG_CTRUNC)
+			too_many = true;
+		if (too_many) {
+			snprintf(err, errlen,
+				 "more than %d file descriptors with one message",
+				 VU_MAX_FDS);
+			return -1;
+		}
+		if (n == 0) {
+			if (first && !got)
+				return 0;
+			snprintf(err, errlen,
+				 "short %s: connection closed after %zu of %zu bytes",
+				 what, got, len);
+			return -1;
+		}
+		got += n;
+	}
+	return 1;
+}
+
+int vu_recv_msg(int sock, struct vu_msg *m, int timeout_ms, char *err,
+		size_t errlen)
+{
+	int ret;
+
+	memset(&m->hdr, 0, sizeof(m->hdr));
+	m->nfds = 0;
+	ret = recv_full(sock, &m->hdr, sizeof(m->hdr), m, true, timeout_ms,
+			"header", err, errlen);
+	if (ret <= 0)
+		goto out;
+
+	ret = -1;
+	if ((m->hdr.flags & VU_VERSION_MASK) != VU_VERSION) {
+		snprintf(err, errlen,
+			 "%s: unsupported protocol version %u (flags 0x%x)",
+			 vu_request_name(m->hdr.request),
+			 m->hdr.flags & VU_VERSION_MASK, m->hdr.flags);
+		goto out;
+	}
+	if (m->hdr.flags & VU_REPLY) {
+		snprintf(err, errlen, "%s: a request with the reply flag (flags 0x%x)",
+			 vu_request_name(m->hdr.request), m->hdr.flags);
+		goto out;
+	}
+	if (m->hdr.size > VU_MAX_PAYLOAD) {
+		snprintf(err, errlen,
+			 "%s: payload of %u bytes, larger than any request (%zu)",
+			 vu_request_name(m->hdr.request), m->hdr.size,
+			 VU_MAX_PAYLOAD);
+		goto out;
+	}
+	memset(&m->payload, 0, sizeof(m->payload));
+	if (m->hdr.size)
+		ret = recv_full(sock, &m->payload, m->hdr.size, m, false,
+				timeout_ms, "payload", err, errlen);
+	else
+		ret = 1;
+	if (ret == 0) {
+		snprintf(err, errlen, "%s: connection closed before the payload",
+			 vu_request_name(m->hdr.request));
+		ret = -1;
+	}
+out:
+	if (ret <= 0)
+		close_fds(m);
+	return ret;
+}
+
+int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload)
+{
+	struct iovec iov[2] = {
+		{ .iov_base = (void *)hdr, .iov_len = sizeof(*hdr) },
+		{ .iov_base = (void *)payload, .iov_len = hdr->size },
+	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = hdr->size ? 2 : 1 };
+	size_t left = sizeof(*hdr) + hdr->size;
+
+	while (left) {
+		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		left -= n;
+		/* Skip what went out. */
+		while (mh.msg_iovlen && (size_t)n >= mh.msg_iov->iov_len) {
+			n -= mh.msg_iov->iov_len;
+			mh.msg_iov++;
+			mh.msg_iovlen--;
+		}
+		if (mh.msg_iovlen) {
+			mh.msg_iov->iov_base = (char *)mh.msg_iov->iov_base + n;
+			mh.msg_iov->iov_len -= n;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+struct vu_reply {
+	bool send;
+	uint32_t size;
+	union vu_payload payload;
+};
+
+static int fail(const struct vu_msg *m, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Print "REQUEST: reason" and return err (negative: fatal). */
+static int fail(const struct vu_msg *m, int err, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	vbb_err("%s: %s", vu_request_name(m->hdr.request), buf);
+	return err;
+}
+
+static unsigned int num_queues(const struct vu_session *s)
+{
+	return s->p->kdev.num_queues;
+}
+
+/* The vring a state / addr / u64 index names, or NULL (printed). */
+static struct vu_vring *msg_vring(struct vu_session *s,
+				  const struct vu_msg *m, uint32_t index)
+{
+	if (index >= num_queues(s)) {
+		fail(m, -EINVAL, "vring index %u out of range (the device has %u queue%s)",
+		     index, num_queues(s), num_queues(s) == 1 ? "" : "s");
+		return NULL;
+	}
+	return &s->vrings[index];
+}
+
+static void set_reply_u64(struct vu_reply *r, uint64_t v)
+{
+	r->send = true;
+	r->size = sizeof(r->payload.u64);
+	r->payload.u64 = v;
+}
+
+void *vu_uva_to_host(const struct vu_session *s, uint64_t uva, uint64_t len)
+{
+	unsigned int i;
+
+	for (i = 0; i < s->nregions; i++) {
+		const struct vu_mem_region *r = &s->regions[i].r;
+		uint64_t off;
+
+		if (uva < r->userspace_addr)
+			continue;
+		off = uva - r->userspace_addr;
+		if (off >= r->memory_size || len > r->memory_size - off)
+			continue;
+		return s->regions[i].host + off;
+	}
+	return NULL;
+}
+
+static void unmap_regions(struct vu_region *regions, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		if (regions[i].mmap_addr)
+			munmap(regions[i].mmap_addr, regions[i].mmap_len);
+		regions[i].mmap_addr = NULL;
+		regions[i].host = NULL;
+	}
+}
+
+/* Detach the disk if attached: the module completes what is in flight. */
+static int quiesce(struct vu_session *s)
+{
+	if (!s->kdev.attached)
+		return 0;
+	return kdev_detach(&s->kdev);
+}
+
+static bool vring_ready(const struct vu_session *s, const struct vu_vring *v)
+{
+	/*
+	 * Without VHOST_USER_F_PROTOCOL_FEATURES a ring is enabled from the
+	 * start; with it, only after SET_VRING_ENABLE 1.
+	 */
+	bool enabled = (s->acked_features & F(VU_F_PROTOCOL_FEATURES)) ?
+		       v->enabled : true;
+
+	return v->addr_set && v->kick_set && v->call_set && enabled;
+}
+
+/*
+ * Attach the disk when every ring the frontend has set up (given an
+ * address since its last stop) has its kick and call eventfds and is
+ * enabled, and at least one is; detach it when that stops being true.
+ */
+static int sync_backend(struct vu_session *s)
+{
+	unsigned int i, ready = 0;
+	bool blocked = false, want;
+
+	for (i = 0; i < num_queues(s); i++) {
+		const struct vu_vring *v = &s->vrings[i];
+
+		if (!v->addr_set)
+			continue;
+		if (vring_ready(s, v))
+			ready++;
+		else
+			blocked = true;
+	}
+	want = s->mem_set && ready && !blocked;
+	if (want && !s->kdev.attached) {
+		vbb_dbg("%u ring%s ready: attaching %s", ready,
+			ready == 1 ? "" : "s", s->p->kdev.disk->path);
+		return kdev_attach(&s->kdev);
+	}
+	if (!want && s->kdev.attached)
+		return kdev_detach(&s->kdev);
+	return 0;
+}
+
+/* Give the module ring @index at our addresses for the frontend's. */
+static int kernel_vring_addr(struct vu_session *s, const struct vu_msg *m,
+			     unsigned int index)
+{
+	struct vu_vring *v = &s->vrings[index];
+	uint64_t num = v->num_set ? v->num : 0;
+	/* Split ring sizes, with the event index words. */
+	uint64_t desc_len = num ? 16 * num : 1;
+	uint64_t avail_len = 6 + 2 * num;
+	uint64_t used_len = 6 + 8 * num;
+	struct vhost_vring_addr ka = { .index = index };
+	void *desc, *avail, *used;
+
+	desc = vu_uva_to_host(s, v->addr.desc_user_addr, desc_len);
+	avail = vu_uva_to_host(s, v->addr.avail_user_addr, avail_len);
+	used = vu_uva_to_host(s, v->addr.used_user_addr, used_len);
+	if (!desc || !avail || !used)
+		return fail(m, -EFAULT,
+			    "vring %u: %s ring at 0x%llx is not inside the memory table",
+			    index, !desc ? "descriptor" : !avail ? "available" : "used",
+			    (unsigned long long)(!desc ? v->addr.desc_user_addr :
+						 !avail ? v->addr.avail_user_addr :
+						 v->addr.used_user_addr));
+	ka.desc_user_addr = (uintptr_t)desc;
+	ka.avail_user_addr = (uintptr_t)avail;
+	ka.used_user_addr = (uintptr_t)used;
+	return KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ADDR, &ka);
+}
+
+/* The frontend stopped ring @index: make sure no attach restarts it. */
+static int stop_vring(struct vu_session *s, unsigned int index)
+{
+	struct vu_vring *v = &s->vrings[index];
+	struct vhost_vring_file kick = { .index = index, .fd = VHOST_FILE_UNBIND };
+	struct vhost_vring_addr none = { .index = index };
+	int ret = 0;
+
+	if (v->kick_set)
+		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_KICK, &kick);
+	/* The module starts only rings with a descriptor table. */
+	if (!ret && v->addr_set)
+		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ADDR, &none);
+	v->kick_set = false;
+	v->addr_set = false;
+	return ret;
+}
+
+/* ----------------------------------------------------------- handlers */
+
+static int h_get_features(struct vu_session *s, struct vu_msg *m,
+			  struct vu_reply *r)
+{
+	(void)m;
+	set_reply_u64(r, s->features | F(VU_F_PROTOCOL_FEATURES));
+	return 0;
+}
+
+static int h_set_features(struct vu_session *s, struct vu_msg *m,
+			  struct vu_reply *r)
+{
+	uint64_t offered = s->features | F(VU_F_PROTOCOL_FEATURES);
+	uint64_t f = m->payload.u64, kf;
+	int ret;
+
+	(void)r;
+	if (f & ~offered)
+		return fail(m, -EINVAL,
+			    "features 0x%llx include 0x%llx, never offered (offered 0x%llx)",
+			    (unsigned long long)f,
+			    (unsigned long long)(f & ~offered),
+			    (unsigned long long)offered);
+	ret = quiesce(s);
+	if (ret)
+		return ret;
+	kf = f & ~F(VU_F_PROTOCOL_FEATURES);
+	ret = KDEV_IOCTL(&s->kdev, VHOST_SET_FEATURES, &kf);
+	if (ret)
+		return ret;
+	s->acked_features = f;
+	s->features_set = true;
+	return 0;
+}
+
+static int h_set_owner(struct vu_session *s, struct vu_msg *m,
+		       struct vu_reply *r)
+{
+	(void)m;
+	(void)r;
+	/* /dev/vhost-blk got VHOST_SET_OWNER when the frontend connected. */
+	if (s->owner)
+		vbb_dbg("SET_OWNER again");
+	s->owner = true;
+	return 0;
+}
+
+static int h_reset_owner(struct vu_session *s, struct vu_msg *m,
+			 struct vu_reply *r)
+{
+	unsigned int i;
+	int ret;
+
+	(void)m;
+	(void)r;
+	/* Deprecated; vhost-user.rst suggests disabling every ring. */
+	ret = quiesce(s);
+	for (i = 0; i < num_queues(s) && !ret; i++) {
+		ret = stop_vring(s, i);
+		s->vrings[i].enabled = false;
+	}
+	return ret;
+}
+
+static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
+			   struct vu_reply *r)
+{
+	const struct vu_memory *mem = &m->payload.memory;
+	struct vu_region nr[VU_MAX_REGIONS], old[VU_MAX_REGIONS];
+	unsigned int i, n = mem->nregions, nold;
+	long page = sysconf(_SC_PAGESIZE);
+	struct vhost_memory *km = NULL;
+	size_t want;
+	int ret;
+
+	(void)r;
+	if (n == 0 || n > VU_MAX_REGIONS)
+		return fail(m, -EINVAL, "%u regions (1 to %d allowed)", n,
+			    VU_MAX_REGIONS);
+	want = offsetof(struct vu_memory, regions) + n * sizeof(mem->regions[0]);
+	if (m->hdr.size != want)
+		return fail(m, -EINVAL,
+			    "payload of %u bytes for %u regions, expected %zu",
+			    m->hdr.size, n, want);
+	if (m->nfds != n)
+		return fail(m, -EINVAL, "%u regions but %u file descriptors",
+			    n, m->nfds);
+
+	memset(nr, 0, sizeof(nr));
+	for (i = 0; i < n; i++) {
+		const struct vu_mem_region *mr = &mem->regions[i];
+		uint64_t delta = mr->mmap_offset & (page - 1);
+		void *addr;
+
+		if (!mr->memory_size ||
+		    mr->guest_phys_addr + mr->memory_size < mr->guest_phys_addr ||
+		    mr->userspace_addr + mr->memory_size < mr->userspace_addr ||
+		    mr->mmap_offset + mr->memory_size < mr->mmap_offset) {
+			ret = fail(m, -EINVAL,
+				   "region %u: bad size 0x%llx (guest 0x%llx, user 0x%llx, offset 0x%llx)",
+				   i, (unsigned long long)mr->memory_size,
+				   (unsigned long long)mr->guest_phys_addr,
+				   (unsigned long long)mr->userspace_addr,
+				   (unsigned long long)mr->mmap_offset);
+			goto err;
+		}
+		nr[i].r = *mr;
+		nr[i].mmap_len = mr->memory_size + delta;
+		addr = mmap(NULL, nr[i].mmap_len, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, m->fds[i], mr->mmap_offset - delta);
+		if (addr == MAP_FAILED) {
+			ret = fail(m, -errno,
+				   "mmap of region %u (%llu bytes at offset 0x%llx of fd %d): %s",
+				   i, (unsigned long long)mr->memory_size,
+				   (unsigned long long)mr->mmap_offset,
+				   m->fds[i], strerror(errno));
+			goto err;
+		}
+		nr[i].mmap_addr = addr;
+		nr[i].host = (uint8_t *)addr + delta;
+		vbb_dbg("region %u: guest 0x%llx size 0x%llx frontend 0x%llx -> %p",
+			i, (unsigned long long)mr->guest_phys_addr,
+			(unsigned long long)mr->memory_size,
+			(unsigned long long)mr->userspace_addr, nr[i].host);
+	}
+
+	km = calloc(1, sizeof(*km) + n * sizeof(km->regions[0]));
+	if (!km) {
+		ret = fail(m, -ENOMEM, "out of memory");
+		goto err;
+	}
+	km->nregions = n;
+	for (i = 0; i < n; i++) {
+		km->regions[i].guest_phys_addr = nr[i].r.guest_phys_addr;
+		km->regions[i].memory_size = nr[i].r.memory_size;
+		km->regions[i].userspace_addr = (uintptr_t)nr[i].host;
+	}
+
+	ret = quiesce(s);
+	if (ret)
+		goto err;
+	ret = KDEV_IOCTL(&s->kdev, VHOST_SET_MEM_TABLE, km);
+	if (ret)
+		goto err;
+
+	/* The rings move with the memory: translate them again. */
+	memcpy(old, s->regions, sizeof(old));
+	nold = s->nregions;
+	memcpy(s->regions, nr, sizeof(nr));
+	s->nregions = n;
+	s->mem_set = true;
+	free(km);
+	unmap_regions(old, nold);
+	for (i = 0; i < num_queues(s); i++) {
+		if (!s->vrings[i].addr_set)
+			continue;
+		ret = kernel_vring_addr(s, m, i);
+		if (ret)
+			return ret;
+	}
+	return 0;
+err:
+	free(km);
+	unmap_regions(nr, n);
+	return ret;
+}
+
+static int h_set_vring_num(struct vu_session *s, struct vu_msg *m,
+			   struct vu_reply *r)
+{
+	struct vhost_vring_state st = m->payload.state;
+	struct vu_vring *v = msg_vring(s, m, st.index);
+	int ret;
+
+	(void)r;
+	if (!v)
+		return -EINVAL;
+	/* The module refuses a new size on a running ring (EBUSY). */
+	ret = quiesce(s);
+	if (ret)
+		return ret;
+	ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_NUM, &st);
+	if (ret)
+		return ret;
+	v->num = st.num;
+	v->num_set = true;
+	/* Check the ring still fits where it is. */
+	if (v->addr_set && s->mem_set)
+		return kernel_vring_addr(s, m, st.index);
+	return 0;
+}
+
+static int h_set_vring_addr(struct vu_session *s, struct vu_msg *m,
+			    struct vu_reply *r)
+{
+	const struct vhost_vring_addr *a = &m->payload.addr;
+	struct vu_vring *v = msg_vring(s, m, a->index);
+	int ret;
+
+	(void)r;
+	if (!v)
+		return -EINVAL;
+	if (a->flags & (1u << VHOST_VRING_F_LOG))
+		return fail(m, -EOPNOTSUPP,
+			    "vring %u: dirty logging (VHOST_VRING_F_LOG) is not supported",
+			    a->index);
+	if (a->flags)
+		return fail(m, -EINVAL, "vring %u: unknown flags 0x%x",
+			    a->index, a->flags);
+	if (!s->mem_set)
+		return fail(m, -EINVAL, "vring %u: no SET_MEM_TABLE yet",
+			    a->index);
+	ret = quiesce(s);
+	if (ret)
+		return ret;
+	v->addr = *a;
+	ret = kernel_vring_addr(s, m, a->index);
+	if (ret)
+		return ret;
+	v->addr_set = true;
+	return 0;
+}
+
+static int h_set_vring_base(struct vu_session *s, struct vu_msg *m,
+			    struct vu_reply *r)
+{
+	struct vhost_vring_state st = m->payload.state;
+	int ret;
+
+	(void)r;
+	if (!msg_vring(s, m, st.index))
+		return -EINVAL;
+	/* Refused on a running ring too. */
+	ret = quiesce(s);
+	if (ret)
+		return ret;
+	return KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_BASE, &st);
+}
+
+static int h_get_vring_base(struct vu_session *s, struct vu_msg *m,
+			    struct vu_reply *r)
+{
+	struct vhost_vring_state st = { .index = m->payload.state.index };
+	int ret;
+
+	if (!msg_vring(s, m, st.index))
+		return -EINVAL;
+	/*
+	 * Stop the ring first: detaching waits until every request taken
+	 * from it is answered, so the base is final and nothing is lost.
+	 */
+	ret = quiesce(s);
+	if (ret)
+		return ret;
+	ret = KDEV_IOCTL(&s->kdev, VHOST_GET_VRING_BASE, &st);
+	if (ret)
+		return ret;
+	ret = stop_vring(s, st.index);
+	if (ret)
+		return ret;
+	r->send = true;
+	r->size = sizeof(st);
+	r->payload.state = st;
+	vbb_dbg("vring %u stopped at %u", st.index, st.num);
+	return 0;
+}
+
+/* SET_VRING_KICK / CALL / ERR: the eventfd goes straight to the module. */
+static int h_set_vring_fd(struct vu_session *s, struct vu_msg *m,
+			  struct vu_reply *r)
+{
+	uint64_t u = m->payload.u64;
+	struct vhost_vring_file f = {
+		.index = u & VU_VRING_IDX_MASK,
+		.fd = (u & VU_VRING_NOFD) ? VHOST_FILE_UNBIND : m->fds[0],
+	};
+	struct vu_vring *v = msg_vring(s, m, f.index);
+	int ret;
+
+	(void)r;
+	if (!v)
+		return -EINVAL;
+	switch (m->hdr.request) {
+	case VU_SET_VRING_KICK:
+		if (u & VU_VRING_NOFD)
+			return fail(m, -EOPNOTSUPP,
+				    "vring %u: no kick eventfd (polling mode) is not supported by vhost-blk",
+				    f.index);
+		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_KICK, &f);
+		if (!ret)
+			v->kick_set = true;
+		return ret;
+	case VU_SET_VRING_CALL:
+		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_CALL, &f);
+		if (!ret)
+			v->call_set = f.fd != VHOST_FILE_UNBIND;
+		return ret;
+	default:
+		return KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ERR, &f);
+	}
+}
+
+static int h_get_protocol_features(struct vu_session *s, struct vu_msg *m,
+				   struct vu_reply *r)
+{
+	(void)s;
+	(void)m;
+	set_reply_u64(r, VU_PROTOCOL_FEATURES);
+	return 0;
+}
+
+static int h_set_protocol_features(struct vu_session *s, struct vu_msg *m,
+				   struct vu_reply *r)
+{
+	uint64_t f = m->payload.u64;
+
+	(void)r;
+	if (f & ~VU_PROTOCOL_FEATURES)
+		return fail(m, -EINVAL,
+			    "protocol features 0x%llx include 0x%llx, never offered (offered 0x%llx)",
+			    (unsigned long long)f,
+			    (unsigned long long)(f & ~VU_PROTOCOL_FEATURES),
+			    (unsigned long long)VU_PROTOCOL_FEATURES);
+	s->protocol_features = f;
+	return 0;
+}
+
+static int h_get_queue_num(struct vu_session *s, struct vu_msg *m,
+			   struct vu_reply *r)
+{
+	(void)m;
+	set_reply_u64(r, num_queues(s));
+	return 0;
+}
+
+static int h_set_vring_enable(struct vu_session *s, struct vu_msg *m,
+			      struct vu_reply *r)
+{
+	const struct vhost_vring_state *st = &m->payload.state;
+	struct vu_vring *v = msg_vring(s, m, st->index);
+
+	(void)r;
+	if (!v)
+		return -EINVAL;
+	if (st->num > 1)
+		return fail(m, -EINVAL, "vring %u: enable value %u is not 0 or 1",
+			    st->index, st->num);
+	v->enabled = st->num;
+	return 0;
+}
+
+/* Check a GET_CONFIG / SET_CONFIG payload. */
+static int check_config_msg(const struct vu_msg *m)
+{
+	const struct vu_config_space *c = &m->payload.config;
+
+	if (m->hdr.size < VU_CONFIG_HDR_SIZE)
+		return fail(m, -EINVAL, "payload of %u bytes, shorter than its %zu-byte header",
+			    m->hdr.size, VU_CONFIG_HDR_SIZE);
+	if (c->size != m->hdr.size - VU_CONFIG_HDR_SIZE)
+		return fail(m, -EINVAL, "config size %u does not match the payload (%zu bytes)",
+			    c->size, m->hdr.size - VU_CONFIG_HDR_SIZE);
+	if (c->offset > VU_MAX_CONFIG_SIZE ||
+	    c->size > VU_MAX_CONFIG_SIZE - c->offset)
+		return fail(m, -EINVAL, "config range %u+%u is beyond %d bytes",
+			    c->offset, c->size, VU_MAX_CONFIG_SIZE);
+	return 0;
+}
+
+static int h_get_config(struct vu_session *s, struct vu_msg *m,
+			struct vu_reply *r)
+{
+	const struct vu_config_space *c = &m->payload.config;
+	union {
+		struct virtio_blk_config blk;
+		uint8_t bytes[VU_MAX_CONFIG_SIZE];
+	} space;
+	int ret;
+
+	_Static_assert(sizeof(struct virtio_blk_config) <= VU_MAX_CONFIG_SIZE,
+		       "virtio_blk_config does not fit");
+	ret = check_config_msg(m);
+	if (ret)
+		return ret;
+	memset(&space, 0, sizeof(space));
+	kdev_blk_config(&s->kdev, &space.blk);
+	r->send = true;
+	r->size = m->hdr.size;
+	r->payload.config.offset = c->offset;
+	r->payload.config.size = c->size;
+	r->payload.config.flags = c->flags;
+	memcpy(r->payload.config.region, space.bytes + c->offset, c->size);
+	return 0;
+}
+
+static int h_set_config(struct vu_session *s, struct vu_msg *m,
+			struct vu_reply *r)
+{
+	const struct vu_config_space *c = &m->payload.config;
+	int ret;
+
+	(void)s;
+	(void)r;
+	ret = check_config_msg(m);
+	if (ret)
+		return ret;
+	if (c->flags == VU_CONFIG_MIGRATION)
+		return 0;	/* ours is derived from the disk again */
+	/* No field is writable: VIRTIO_BLK_F_CONFIG_WCE is not offered. */
+	vbb_warn("SET_CONFIG: refused, bytes %u+%u of the config space are read-only",
+		 c->offset, c->size);
+	return VU_NACK;
+}
+
+enum vu_fds {
+	FDS_NONE,	/* no descriptor */
+	FDS_VRING,	/* one, or none with VU_VRING_NOFD */
+	FDS_REGIONS,	/* one per region: the handler checks */
+};
+
+#define SIZE_VAR	UINT32_MAX
+
+static const struct vu_handler {
+	int (*fn)(struct vu_session *s, struct vu_msg *m, struct vu_reply *r);
+	uint32_t size;		/* exact payload size, or SIZE_VAR */
+	enum vu_fds fds;
+	bool reply;		/* has a reply of its own */
+} vu_handlers[VU_REQUEST_MAX] = {
+	[VU_GET_FEATURES] = { h_get_features, 0, FDS_NONE, true },
+	[VU_SET_FEATURES] = { h_set_features, 8, FDS_NONE, false },
+	[VU_SET_OWNER] = { h_set_owner, 0, FDS_NONE, false },
+	[VU_RESET_OWNER] = { h_reset_owner, 0, FDS_NONE, false },
+	[VU_SET_MEM_TABLE] = { h_set_mem_table, SIZE_VAR, FDS_REGIONS, false },
+	[VU_SET_VRING_NUM] = { h_set_vring_num, 8, FDS_NONE, false },
+	[VU_SET_VRING_ADDR] = { h_set_vring_addr,
+				sizeof(struct vhost_vring_addr), FDS_NONE,
+				false },
+	[VU_SET_VRING_BASE] = { h_set_vring_base, 8, FDS_NONE, false },
+	[VU_GET_VRING_BASE] = { h_get_vring_base, 8, FDS_NONE, true },
+	[VU_SET_VRING_KICK] = { h_set_vring_fd, 8, FDS_VRING, false },
+	[VU_SET_VRING_CALL] = { h_set_vring_fd, 8, FDS_VRING, false },
+	[VU_SET_VRING_ERR] = { h_set_vring_fd, 8, FDS_VRING, false },
+	[VU_GET_PROTOCOL_FEATURES] = { h_get_protocol_features, 0, FDS_NONE,
+				       true },
+	[VU_SET_PROTOCOL_FEATURES] = { h_set_protocol_features, 8, FDS_NONE,
+				       false },
+	[VU_GET_QUEUE_NUM] = { h_get_queue_num, 0, FDS_NONE, true },
+	[VU_SET_VRING_ENABLE] = { h_set_vring_enable, 8, FDS_NONE, false },
+	[VU_GET_CONFIG] = { h_get_config, SIZE_VAR, FDS_NONE, true },
+	[VU_SET_CONFIG] = { h_set_config, SIZE_VAR, FDS_NONE, false },
+};
+
+/* Size and descriptor checks common to every request. */
+static int check_msg(const struct vu_handler *h, const struct vu_msg *m)
+{
+	unsigned int want_fds;
+
+	if (h->size != SIZE_VAR && m->hdr.size != h->size)
+		return fail(m, -EINVAL, "payload of %u bytes, expected %u",
+			    m->hdr.size, h->size);
+	switch (h->fds) {
+	case FDS_NONE:
+		want_fds = 0;
+		break;
+	case FDS_VRING:
+		if (m->payload.u64 & ~(VU_VRING_IDX_MASK | VU_VRING_NOFD))
+			return fail(m, -EINVAL, "unknown bits in 0x%llx",
+				    (unsigned long long)m->payload.u64);
+		want_fds = (m->payload.u64 & VU_VRING_NOFD) ? 0 : 1;
+		break;
+	default:
+		return 0;
+	}
+	if (m->nfds != want_fds)
+		return fail(m, -EINVAL, "%u file descriptor%s, expected %u%s",
+			    m->nfds, m->nfds == 1 ? "" : "s", want_fds,
+			    h->fds == FDS_VRING ? (want_fds ?
+				" (the invalid-fd flag is not set)" :
+				" (the invalid-fd flag is set)") : "");
+	return 0;
+}
+
+/* ------------------------------------------------------------ session */
+
+int vu_session_open(struct vu_session *s, const struct vu_params *p,
+		    int sock)
+{
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->p = p;
+	s->sock = sock;
+	ret = kdev_open(&s->kdev, &p->kdev);
+	if (ret)
+		return ret;
+	s->features = kdev_offered_features(&s->kdev);
+	vbb_dbg("offering features 0x%llx",
+		(unsigned long long)(s->features | F(VU_F_PROTOCOL_FEATURES)));
+	return 0;
+}
+
+int vu_session_handle(struct vu_session *s)
+{
+	const struct vu_handler *h = NULL;
+	struct vu_reply r;
+	struct vu_msg m;
+	char err[256];
+	bool need_reply;
+	int ret, sret;
+
+	ret = vu_recv_msg(s->sock, &m, s->p->msg_timeout_ms, err, sizeof(err));
+	if (ret == 0) {
+		vbb_info("frontend disconnected after %u messages", s->msgs);
+		return 1;
+	}
+	if (ret < 0) {
+		vbb_err("%s", err);
+		return -1;
+	}
+	s->msgs++;
+	need_reply = m.hdr.flags & VU_NEED_REPLY;
+	vbb_dbg("<- %s flags 0x%x size %u fds %u",
+		vu_request_name(m.hdr.request), m.hdr.flags, m.hdr.size,
+		m.nfds);
+
+	memset(&r, 0, sizeof(r));
+	if (m.hdr.request < VU_REQUEST_MAX && vu_handlers[m.hdr.request].fn)
+		h = &vu_handlers[m.hdr.request];
+	if (!h) {
+		if (m.hdr.request < VU_REQUEST_MAX && vu_names[m.hdr.request])
+			vbb_err("%s (%u): not supported (never offered)",
+				vu_names[m.hdr.request], m.hdr.request);
+		else
+			vbb_err("unknown request %u", m.hdr.request);
+		ret = -EOPNOTSUPP;
+	} else {
+		ret = check_msg(h, &m);
+		if (!ret)
+			ret = h->fn(s, &m, &r);
+		if (!ret)
+			ret = sync_backend(s);
+	}
+	/* The module holds its own references to whatever it was given. */
+	close_fds(&m);
+
+	sret = 0;
+	if (h && h->reply) {
+		/* Its own reply, or none: the connection closes on failure. */
+		struct vu_hdr hdr = {
+			.request = m.hdr.request,
+			.flags = VU_REPLY_FLAGS,
+			.size = r.size,
+		};
+
+		if (!ret)
+			sret = vu_send_msg(s->sock, &hdr, &r.payload);
+	} else if (need_reply) {
+		/* REPLY_ACK: 0 for success, else non-zero. */
+		struct vu_hdr hdr = {
+			.request = m.hdr.request,
+			.flags = VU_REPLY_FLAGS,
+			.size = sizeof(uint64_t),
+		};
+		uint64_t ack = ret < 0 ? (uint64_t)-ret : ret ? EPERM : 0;
+
+		sret = vu_send_msg(s->sock, &hdr, &ack);
+	}
+	if (sret) {
+		vbb_err("%s: sending the reply: %s",
+			vu_request_name(m.hdr.request), strerror(-sret));
+		return -1;
+	}
+	if (ret < 0) {
+		vbb_err("closing the connection after a failed %s",
+			vu_request_name(m.hdr.request));
+		return -1;
+	}
+	return 0;
+}
+
+void vu_session_close(struct vu_session *s)
+{
+	/* Close first: the module may still write completions to memory. */
+	kdev_close(&s->kdev);
+	unmap_regions(s->regions, s->nregions);
+	s->nregions = 0;
+	s->mem_set = false;
+	memset(s->vrings, 0, sizeof(s->vrings));
+}
