@@ -1,0 +1,1654 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of vhost-blk-bridge's vhost-user side, on the host: no VM, no
+ * module.  The test plays QEMU on one end of a socketpair and drives the
+ * bridge's session on the other end one message at a time; a fake
+ * /dev/vhost-blk (struct kdev_ops) records every ioctl the bridge issues
+ * and refuses what the real module refuses (SET_VRING_NUM / BASE on a
+ * running ring).  Output is TAP.
+ */
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+#include "kdev.h"
+#include "log.h"
+#include "vhost_user.h"
+
+#define F(bit)		(1ULL << (bit))
+
+/* ------------------------------------------------------------ the fake */
+
+#define FAKE_MAX_CALLS	512
+#define FAKE_FD		1000
+
+struct fake_call {
+	unsigned long req;
+	int ret;
+	union {
+		uint64_t u64;
+		struct vhost_vring_state state;
+		struct vhost_vring_addr addr;
+		struct vhost_vring_file file;
+		char serial[VHOST_BLK_SERIAL_LEN];
+	} a;
+	bool fd_valid;			/* vring file / backend: fd was open */
+	uint32_t nregions;
+	struct vhost_memory_region regions[VU_MAX_REGIONS];
+};
+
+struct fake {
+	struct fake_call calls[FAKE_MAX_CALLS];
+	unsigned int ncalls;
+	unsigned int opens, closes;
+	bool open;
+	int open_errno;			/* open fails with this */
+	bool owner;
+	bool attached;
+	bool ro_backend;		/* the attached fd is read-only */
+	uint64_t features;
+	bool has_config;		/* VHOST_BLK_GET_CONFIG exists */
+	unsigned int nvqs;
+	uint64_t desc[KDEV_MAX_QUEUES];
+	bool running[KDEV_MAX_QUEUES];
+	uint16_t last_avail[KDEV_MAX_QUEUES];
+	unsigned long fail_req;		/* this ioctl fails ... */
+	int fail_errno;			/* ... with this */
+};
+
+static const uint64_t fake_features =
+	F(VIRTIO_F_VERSION_1) | F(VIRTIO_RING_F_INDIRECT_DESC) |
+	F(VIRTIO_RING_F_EVENT_IDX) | F(VIRTIO_BLK_F_SEG_MAX) |
+	F(VIRTIO_BLK_F_BLK_SIZE) | F(VIRTIO_BLK_F_FLUSH) |
+	F(VIRTIO_BLK_F_TOPOLOGY) | F(VIRTIO_BLK_F_MQ) |
+	F(VIRTIO_BLK_F_DISCARD) | F(VIRTIO_BLK_F_WRITE_ZEROES);
+
+static void fake_init(struct fake *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->features = fake_features;
+	f->has_config = true;
+	f->nvqs = 16;
+}
+
+static int fake_open(void *priv, const char *path)
+{
+	struct fake *f = priv;
+
+	(void)path;
+	if (f->open_errno)
+		return -f->open_errno;
+	f->opens++;
+	f->open = true;
+	f->owner = false;
+	f->attached = false;
+	memset(f->desc, 0, sizeof(f->desc));
+	memset(f->running, 0, sizeof(f->running));
+	return FAKE_FD;
+}
+
+static void fake_close(void *priv, int fd)
+{
+	struct fake *f = priv;
+
+	(void)fd;
+	f->closes++;
+	f->open = false;
+	f->attached = false;
+}
+
+static bool fd_is_open(int fd)
+{
+	return fd >= 0 && fcntl(fd, F_GETFD) != -1;
+}
+
+static bool fake_vring_req(unsigned long req)
+{
+	return req == VHOST_SET_VRING_NUM || req == VHOST_SET_VRING_BASE ||
+	       req == VHOST_GET_VRING_BASE || req == VHOST_SET_VRING_ADDR ||
+	       req == VHOST_SET_VRING_KICK || req == VHOST_SET_VRING_CALL ||
+	       req == VHOST_SET_VRING_ERR ||
+	       req == VHOST_SET_VRING_BUSYLOOP_TIMEOUT;
+}
+
+static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
+		   void *arg)
+{
+	unsigned int i, idx = 0;
+
+	if (!f->open)
+		return -EBADF;
+	if (f->fail_req == req)
+		return -f->fail_errno;
+	if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES && !f->owner)
+		return -EPERM;
+	if (fake_vring_req(req)) {
+		idx = c->a.state.index;		/* index is first everywhere */
+		if (idx >= f->nvqs)
+			return -ENOBUFS;
+	}
+
+	switch (req) {
+	case VHOST_SET_OWNER:
+		if (f->owner)
+			return -EBUSY;
+		f->owner = true;
+		return 0;
+	case VHOST_GET_FEATURES:
+		*(uint64_t *)arg = f->features |
+			(f->attached && f->ro_backend ? F(VIRTIO_BLK_F_RO) : 0);
+		return 0;
+	case VHOST_SET_FEATURES:
+		if (c->a.u64 & ~(f->features | F(VIRTIO_BLK_F_RO)))
+			return -EOPNOTSUPP;
+		return 0;
+	case VHOST_BLK_SET_BACKEND:
+		memset(f->running, 0, sizeof(f->running));
+		if (c->a.file.fd == -1) {
+			f->attached = false;
+			return 0;
+		}
+		if (!c->fd_valid)
+			return -EBADF;
+		f->attached = true;
+		f->ro_backend = (fcntl(c->a.file.fd, F_GETFL) & O_ACCMODE) ==
+				O_RDONLY;
+		for (i = 0; i < f->nvqs; i++)
+			f->running[i] = f->desc[i] != 0;
+		return 0;
+	case VHOST_BLK_SET_SERIAL:
+		return 0;
+	case VHOST_BLK_GET_CONFIG: {
+		struct virtio_blk_config *cfg = arg;
+
+		if (!f->has_config)
+			return -ENOTTY;
+		if (!f->attached)
+			return -ENXIO;
+		memset(cfg, 0, sizeof(*cfg));
+		cfg->capacity = htole64(12345);	/* bridge re-reads it */
+		cfg->blk_size = htole32(512);
+		cfg->seg_max = htole32(VHOST_BLK_SEG_MAX);
+		cfg->num_queues = htole16(f->nvqs);
+		cfg->max_discard_sectors =
+			htole32(VHOST_BLK_MAX_DISCARD_SECTORS);
+		cfg->max_discard_seg = htole32(VHOST_BLK_MAX_DISCARD_SEG);
+		return 0;
+	}
+	case VHOST_BLK_GET_VRING_STATS: {
+		struct vhost_blk_vring_stats *st = arg;
+		unsigned int q = st->index;
+
+		if (q >= f->nvqs)
+			return -EINVAL;
+		memset(st, 0, sizeof(*st));
+		st->index = q;
+		st->reqs_in = 10 + q;
+		st->reqs_out = 20 + q;
+		return 0;
+	}
+	case VHOST_BLK_SET_VRING_POLL:
+		return 0;
+	case VHOST_SET_MEM_TABLE:
+		return 0;
+	case VHOST_SET_VRING_NUM:
+	case VHOST_SET_VRING_BASE:
+		/* Like the vhost core: not on a running ring. */
+		if (f->running[idx])
+			return -EBUSY;
+		if (req == VHOST_SET_VRING_BASE)
+			f->last_avail[idx] = c->a.state.num;
+		return 0;
+	case VHOST_GET_VRING_BASE:
+		((struct vhost_vring_state *)arg)->num = f->last_avail[idx];
+		return 0;
+	case VHOST_SET_VRING_ADDR:
+		f->desc[idx] = c->a.addr.desc_user_addr;
+		return 0;
+	case VHOST_SET_VRING_KICK:
+	case VHOST_SET_VRING_CALL:
+	case VHOST_SET_VRING_ERR:
+		if (c->a.file.fd != -1 && !c->fd_valid)
+			return -EBADF;
+		return 0;
+	case VHOST_SET_VRING_BUSYLOOP_TIMEOUT:
+		return 0;
+	default:
+		return -ENOTTY;
+	}
+}
+
+static int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
+{
+	struct fake *f = priv;
+	struct fake_call *c;
+
+	if (fd != FAKE_FD)
+		return -EBADF;
+	if (f->ncalls == FAKE_MAX_CALLS)
+		return -ENOSPC;
+	c = &f->calls[f->ncalls++];
+	memset(c, 0, sizeof(*c));
+	c->req = req;
+	if (req == VHOST_SET_MEM_TABLE) {
+		const struct vhost_memory *m = arg;
+
+		c->nregions = m->nregions;
+		if (m->nregions <= VU_MAX_REGIONS)
+			memcpy(c->regions, m->regions,
+			       m->nregions * sizeof(m->regions[0]));
+	} else if (req == VHOST_BLK_SET_SERIAL) {
+		memcpy(c->a.serial, arg, sizeof(c->a.serial));
+	} else if (req == VHOST_SET_VRING_ADDR) {
+		c->a.addr = *(struct vhost_vring_addr *)arg;
+	} else if (req == VHOST_SET_VRING_KICK || req == VHOST_SET_VRING_CALL ||
+		   req == VHOST_SET_VRING_ERR || req == VHOST_BLK_SET_BACKEND) {
+		c->a.file = *(struct vhost_vring_file *)arg;
+		c->fd_valid = fd_is_open(c->a.file.fd);
+	} else if (req == VHOST_SET_FEATURES) {
+		c->a.u64 = *(uint64_t *)arg;
+	} else if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES &&
+		   req != VHOST_BLK_GET_CONFIG) {
+		/* vhost_vring_state, or a struct starting with an index. */
+		memcpy(&c->a.state, arg, sizeof(c->a.state));
+	}
+	c->ret = fake_do(f, c, req, arg);
+	return c->ret;
+}
+
+/* Index of the first call to req at or after from, or -1. */
+static int find_call(const struct fake *f, unsigned long req, int from)
+{
+	unsigned int i;
+
+	for (i = from < 0 ? 0 : from; i < f->ncalls; i++)
+		if (f->calls[i].req == req)
+			return i;
+	return -1;
+}
+
+static int count_calls(const struct fake *f, unsigned long req)
+{
+	unsigned int i;
+	int n = 0;
+
+	for (i = 0; i < f->ncalls; i++)
+		n += f->calls[i].req == req;
+	return n;
+}
+
+/* Index of the first VHOST_BLK_SET_BACKEND at or after from that attaches
+ * (attach true) or detaches. */
+static int find_backend(const struct fake *f, bool attach, int from)
+{
+	int i = from;
+
+	while ((i = find_call(f, VHOST_BLK_SET_BACKEND, i)) >= 0) {
+		if ((f->calls[i].a.file.fd != -1) == attach)
+			return i;
+		i++;
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------- harness */
+
+static unsigned int t_num, t_pass, t_fail;
+static bool t_ok;
+static FILE *t_log;
+
+#define CHECK(cond, ...)						\
+	do {								\
+		if (!(cond)) {						\
+			printf("#   %s:%d: check failed: %s\n", __FILE__,	\
+			       __LINE__, #cond);			\
+			printf("#   ");					\
+			printf(__VA_ARGS__);				\
+			printf("\n");					\
+			t_ok = false;					\
+		}							\
+	} while (0)
+
+static void log_reset(void)
+{
+	fflush(t_log);
+	if (ftruncate(fileno(t_log), 0))
+		perror("ftruncate");
+	rewind(t_log);
+}
+
+static char *log_text(void)
+{
+	static char buf[16384];
+	size_t n;
+
+	fflush(t_log);
+	rewind(t_log);
+	n = fread(buf, 1, sizeof(buf) - 1, t_log);
+	buf[n] = 0;
+	fseek(t_log, 0, SEEK_END);
+	return buf;
+}
+
+static bool log_has(const char *s)
+{
+	return strstr(log_text(), s) != NULL;
+}
+
+static void dump_log(void)
+{
+	char *p = log_text(), *nl;
+
+	while (*p) {
+		nl = strchr(p, '\n');
+		if (nl)
+			*nl = 0;
+		printf("#   log: %s\n", p);
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;	/* the DIR's own */
+}
+
+/* Mappings of the test's guest memory memfd in this process. */
+static int count_guest_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "vbb-test-guest") != NULL;
+	fclose(f);
+	return n;
+}
+
+/* ------------------------------------------------------ the test device */
+
+#define NQ		2
+#define DISK_BYTES	(8u << 20)
+#define MEM_BYTES	(2u << 20)
+#define REGION_BYTES	(1u << 20)
+/* The frontend's (QEMU's) addresses of the two regions. */
+#define FE_UVA0		0x7f0000000000ULL
+#define FE_UVA1		0x7f0000400000ULL
+#define GPA0		0x0ULL
+#define GPA1		0x100000000ULL
+/* Where ring q lives in region 1. */
+#define RING_OFF(q)	(0x10000u * (q))
+#define DESC_OFF	0x0
+#define AVAIL_OFF	0x1000
+#define USED_OFF	0x2000
+#define RING_NUM	256
+
+struct env {
+	struct fake fake;
+	struct kdev_ops ops;
+	struct vu_params p;
+	struct disk disk;
+	char disk_path[64];
+	struct vu_session s;
+	bool open;
+	int fe;				/* QEMU's end */
+	int be;				/* the bridge's end */
+	int memfd;
+	uint8_t *mem;			/* the test's own view of guest RAM */
+	int kick[NQ], call[NQ];
+};
+
+static int env_init_opts(struct env *e, bool read_only, bool open_session)
+{
+	int sv[2], i;
+
+	memset(e, 0, sizeof(*e));
+	fake_init(&e->fake);
+	e->ops = (struct kdev_ops){
+		.open = fake_open, .ioctl = fake_ioctl, .close = fake_close,
+		.priv = &e->fake,
+	};
+	strcpy(e->disk_path, "/tmp/vbb-test-disk-XXXXXX");
+	e->disk.fd = mkstemp(e->disk_path);
+	if (e->disk.fd < 0 || ftruncate(e->disk.fd, DISK_BYTES))
+		return -1;
+	if (read_only) {
+		int ro = open(e->disk_path, O_RDONLY | O_CLOEXEC);
+
+		close(e->disk.fd);
+		e->disk.fd = ro;
+	}
+	unlink(e->disk_path);
+	e->disk.path = e->disk_path;
+	e->disk.read_only = read_only;
+	e->disk.blk_size = 512;
+
+	e->p.kdev.path = "/dev/vhost-blk";
+	e->p.kdev.ops = &e->ops;
+	e->p.kdev.disk = &e->disk;
+	e->p.kdev.num_queues = NQ;
+	e->p.msg_timeout_ms = 200;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -1;
+	e->fe = sv[0];
+	e->be = sv[1];
+
+	e->memfd = memfd_create("vbb-test-guest", MFD_CLOEXEC);
+	if (e->memfd < 0 || ftruncate(e->memfd, MEM_BYTES))
+		return -1;
+	e->mem = mmap(NULL, MEM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      e->memfd, 0);
+	if (e->mem == MAP_FAILED)
+		return -1;
+	for (i = 0; i < NQ; i++) {
+		e->kick[i] = eventfd(0, EFD_CLOEXEC);
+		e->call[i] = eventfd(0, EFD_CLOEXEC);
+	}
+	if (!open_session)
+		return 0;
+	if (vu_session_open(&e->s, &e->p, e->be))
+		return -1;
+	e->open = true;
+	return 0;
+}
+
+static void env_fini(struct env *e)
+{
+	int i;
+
+	if (e->open)
+		vu_session_close(&e->s);
+	if (e->fe >= 0)
+		close(e->fe);
+	close(e->be);
+	munmap(e->mem, MEM_BYTES);
+	close(e->memfd);
+	close(e->disk.fd);
+	for (i = 0; i < NQ; i++) {
+		close(e->kick[i]);
+		close(e->call[i]);
+	}
+}
+
+static int send_raw(int sock, const void *buf, size_t len, const int *fds,
+		    unsigned int nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 16)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+static int send_msg(struct env *e, uint32_t req, uint32_t flags,
+		    const void *payload, uint32_t size, const int *fds,
+		    unsigned int nfds)
+{
+	uint8_t buf[sizeof(struct vu_hdr) + 1024];
+	struct vu_hdr h = { .request = req, .flags = flags, .size = size };
+
+	memcpy(buf, &h, sizeof(h));
+	if (size)
+		memcpy(buf + sizeof(h), payload, size);
+	return send_raw(e->fe, buf, sizeof(h) + size, fds, nfds);
+}
+
+/* Send one request and let the bridge handle it. */
+static int xchg(struct env *e, uint32_t req, uint32_t flags,
+		const void *payload, uint32_t size, const int *fds,
+		unsigned int nfds)
+{
+	if (send_msg(e, req, flags, payload, size, fds, nfds))
+		return -100;
+	return vu_session_handle(&e->s);
+}
+
+static int xchg_u64(struct env *e, uint32_t req, uint64_t v)
+{
+	return xchg(e, req, VU_VERSION, &v, sizeof(v), NULL, 0);
+}
+
+static int xchg_state(struct env *e, uint32_t req, uint32_t index,
+		      uint32_t num)
+{
+	struct vhost_vring_state st = { .index = index, .num = num };
+
+	return xchg(e, req, VU_VERSION, &st, sizeof(st), NULL, 0);
+}
+
+static int xchg_fd(struct env *e, uint32_t req, uint32_t index, int fd)
+{
+	uint64_t v = index;
+
+	return xchg(e, req, VU_VERSION, &v, sizeof(v), &fd, 1);
+}
+
+/* Read one reply; -1 if none within 1 s. */
+static int recv_reply(struct env *e, struct vu_hdr *h, void *payload,
+		      size_t max)
+{
+	struct pollfd pfd = { .fd = e->fe, .events = POLLIN };
+	uint8_t buf[sizeof(*h) + 1024];
+	ssize_t n;
+
+	if (poll(&pfd, 1, 1000) != 1)
+		return -1;
+	n = recv(e->fe, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n < (ssize_t)sizeof(*h))
+		return -1;
+	memcpy(h, buf, sizeof(*h));
+	if ((size_t)n != sizeof(*h) + h->size || h->size > max)
+		return -1;
+	memcpy(payload, buf + sizeof(*h), h->size);
+	return 0;
+}
+
+static bool no_reply_pending(struct env *e)
+{
+	struct pollfd pfd = { .fd = e->fe, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 0;
+}
+
+/* A GET_* that answers a u64; checks the reply header. */
+static uint64_t get_u64(struct env *e, uint32_t req)
+{
+	struct vu_hdr h;
+	uint64_t v = ~0ULL;
+	int ret;
+
+	ret = xchg(e, req, VU_VERSION, NULL, 0, NULL, 0);
+	CHECK(ret == 0, "%s handled: %d", vu_request_name(req), ret);
+	CHECK(recv_reply(e, &h, &v, sizeof(v)) == 0, "%s: no reply",
+	      vu_request_name(req));
+	CHECK(h.flags == 0x5, "%s reply flags 0x%x", vu_request_name(req),
+	      h.flags);
+	CHECK(h.request == req, "reply to %u for %u", h.request, req);
+	CHECK(h.size == 8, "reply size %u", h.size);
+	return v;
+}
+
+/* Expect an ack (REPLY_ACK) with value want (0: success, else non-zero). */
+static void expect_ack(struct env *e, bool success, uint32_t req)
+{
+	struct vu_hdr h;
+	uint64_t v = 12345;
+
+	CHECK(recv_reply(e, &h, &v, sizeof(v)) == 0, "no ack for %s",
+	      vu_request_name(req));
+	CHECK(h.flags == 0x5, "ack flags 0x%x", h.flags);
+	CHECK(h.request == req, "ack for %u, not %u", h.request, req);
+	CHECK(h.size == 8, "ack size %u", h.size);
+	CHECK(success ? v == 0 : v != 0, "ack value %llu", (unsigned long long)v);
+}
+
+/* QEMU 7.2's vhost_dev_init: the handshake. */
+static void handshake(struct env *e)
+{
+	int i;
+
+	get_u64(e, VU_GET_FEATURES);
+	get_u64(e, VU_GET_PROTOCOL_FEATURES);
+	CHECK(xchg_u64(e, VU_SET_PROTOCOL_FEATURES, VU_PROTOCOL_FEATURES) == 0,
+	      "SET_PROTOCOL_FEATURES");
+	get_u64(e, VU_GET_QUEUE_NUM);
+	CHECK(xchg(e, VU_SET_OWNER, VU_VERSION, NULL, 0, NULL, 0) == 0,
+	      "SET_OWNER");
+	for (i = 0; i < NQ; i++)
+		CHECK(xchg_fd(e, VU_SET_VRING_CALL, i, e->call[i]) == 0,
+		      "SET_VRING_CALL %d", i);
+}
+
+static void fill_mem_table(struct vu_memory *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->nregions = 2;
+	m->regions[0] = (struct vu_mem_region){
+		.guest_phys_addr = GPA0, .memory_size = REGION_BYTES,
+		.userspace_addr = FE_UVA0, .mmap_offset = 0,
+	};
+	m->regions[1] = (struct vu_mem_region){
+		.guest_phys_addr = GPA1, .memory_size = REGION_BYTES,
+		.userspace_addr = FE_UVA1, .mmap_offset = REGION_BYTES,
+	};
+}
+
+static int set_mem_table(struct env *e, uint32_t flags)
+{
+	struct vu_memory m;
+	int fds[2] = { e->memfd, e->memfd };
+
+	fill_mem_table(&m);
+	return xchg(e, VU_SET_MEM_TABLE, flags, &m, 8 + 2 * 32, fds, 2);
+}
+
+static struct vhost_vring_addr fe_ring_addr(unsigned int q)
+{
+	uint64_t base = FE_UVA1 + RING_OFF(q);
+
+	return (struct vhost_vring_addr){
+		.index = q,
+		.desc_user_addr = base + DESC_OFF,
+		.avail_user_addr = base + AVAIL_OFF,
+		.used_user_addr = base + USED_OFF,
+		.log_guest_addr = GPA1 + RING_OFF(q) + USED_OFF,
+	};
+}
+
+/* QEMU 7.2's vhost_dev_start for rings [0, nq), then enable them. */
+static void start(struct env *e, unsigned int nq, bool enable)
+{
+	unsigned int q;
+	int ret;
+
+	ret = xchg_u64(e, VU_SET_FEATURES, fake_features |
+		       F(VU_F_PROTOCOL_FEATURES));
+	CHECK(ret == 0, "SET_FEATURES: %d", ret);
+	ret = set_mem_table(e, VU_VERSION | VU_NEED_REPLY);
+	CHECK(ret == 0, "SET_MEM_TABLE: %d", ret);
+	expect_ack(e, true, VU_SET_MEM_TABLE);
+	for (q = 0; q < nq; q++) {
+		struct vhost_vring_addr a = fe_ring_addr(q);
+
+		CHECK(xchg_state(e, VU_SET_VRING_NUM, q, RING_NUM) == 0,
+		      "SET_VRING_NUM %u", q);
+		CHECK(xchg_state(e, VU_SET_VRING_BASE, q, 0) == 0,
+		      "SET_VRING_BASE %u", q);
+		CHECK(xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a),
+			   NULL, 0) == 0, "SET_VRING_ADDR %u", q);
+		CHECK(xchg_fd(e, VU_SET_VRING_KICK, q, e->kick[q]) == 0,
+		      "SET_VRING_KICK %u", q);
+	}
+	if (!enable)
+		return;
+	for (q = 0; q < nq; q++)
+		CHECK(xchg_state(e, VU_SET_VRING_ENABLE, q, 1) == 0,
+		      "SET_VRING_ENABLE %u", q);
+	for (q = 0; q < nq; q++)
+		CHECK(xchg_fd(e, VU_SET_VRING_CALL, q, e->call[q]) == 0,
+		      "SET_VRING_CALL %u", q);
+}
+
+/* QEMU 7.2's vhost_dev_stop. */
+static void stop(struct env *e, unsigned int nq)
+{
+	struct vhost_vring_state st;
+	struct vu_hdr h;
+	unsigned int q;
+
+	for (q = 0; q < nq; q++)
+		CHECK(xchg_state(e, VU_SET_VRING_ENABLE, q, 0) == 0,
+		      "disable %u", q);
+	for (q = 0; q < nq; q++) {
+		CHECK(xchg_state(e, VU_GET_VRING_BASE, q, 0) == 0,
+		      "GET_VRING_BASE %u", q);
+		CHECK(recv_reply(e, &h, &st, sizeof(st)) == 0,
+		      "GET_VRING_BASE %u reply", q);
+	}
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void t_get_features(struct env *e)
+{
+	uint64_t f = get_u64(e, VU_GET_FEATURES);
+
+	CHECK(f & F(VU_F_PROTOCOL_FEATURES), "features 0x%llx lack bit 30",
+	      (unsigned long long)f);
+	CHECK((f & ~F(VU_F_PROTOCOL_FEATURES)) == fake_features,
+	      "features 0x%llx, module offers 0x%llx", (unsigned long long)f,
+	      (unsigned long long)fake_features);
+	CHECK(!(f & F(VIRTIO_BLK_F_RO)), "RO offered for a writable disk");
+}
+
+static void t_get_protocol_features(struct env *e)
+{
+	uint64_t f = get_u64(e, VU_GET_PROTOCOL_FEATURES);
+
+	CHECK(f == (F(VU_PROTOCOL_F_MQ) | F(VU_PROTOCOL_F_REPLY_ACK) |
+		    F(VU_PROTOCOL_F_CONFIG)),
+	      "protocol features 0x%llx", (unsigned long long)f);
+}
+
+static void t_set_protocol_features_unknown(struct env *e)
+{
+	int ret = xchg_u64(e, VU_SET_PROTOCOL_FEATURES,
+			   VU_PROTOCOL_FEATURES | F(VU_PROTOCOL_F_LOG_SHMFD));
+
+	CHECK(ret == -1, "accepted: %d", ret);
+	CHECK(log_has("never offered"), "no clear error");
+}
+
+static void t_get_queue_num(struct env *e)
+{
+	CHECK(get_u64(e, VU_GET_QUEUE_NUM) == NQ, "queue num");
+}
+
+static void t_get_config(struct env *e)
+{
+	struct vu_config_space req = { .offset = 0, .size = 60 }, rep;
+	struct virtio_blk_config cfg;
+	struct vu_hdr h;
+	int ret;
+
+	handshake(e);
+	ret = xchg(e, VU_GET_CONFIG, VU_VERSION, &req, 12 + req.size, NULL, 0);
+	CHECK(ret == 0, "GET_CONFIG: %d", ret);
+	CHECK(recv_reply(e, &h, &rep, sizeof(rep)) == 0, "no reply");
+	CHECK(h.flags == 0x5, "flags 0x%x", h.flags);
+	CHECK(h.size == 12 + 60, "reply size %u", h.size);
+	CHECK(rep.offset == 0 && rep.size == 60, "reply range %u+%u",
+	      rep.offset, rep.size);
+	memset(&cfg, 0, sizeof(cfg));
+	memcpy(&cfg, rep.region, 60);
+	CHECK(le64toh(cfg.capacity) == DISK_BYTES / 512, "capacity %llu",
+	      (unsigned long long)le64toh(cfg.capacity));
+	CHECK(le32toh(cfg.blk_size) == 512, "blk_size %u",
+	      le32toh(cfg.blk_size));
+	CHECK(le32toh(cfg.seg_max) == 1022, "seg_max %u", le32toh(cfg.seg_max));
+	CHECK(le16toh(cfg.num_queues) == NQ, "num_queues %u",
+	      le16toh(cfg.num_queues));
+	CHECK(le32toh(cfg.max_discard_seg) == VHOST_BLK_MAX_DISCARD_SEG,
+	      "max_discard_seg %u (the module's config)",
+	      le32toh(cfg.max_discard_seg));
+
+	/* A slice: seg_max alone. */
+	req.offset = 12;
+	req.size = 4;
+	ret = xchg(e, VU_GET_CONFIG, VU_VERSION, &req, 12 + 4, NULL, 0);
+	CHECK(ret == 0, "GET_CONFIG slice: %d", ret);
+	CHECK(recv_reply(e, &h, &rep, sizeof(rep)) == 0, "no reply");
+	CHECK(h.size == 16 && rep.size == 4 && rep.offset == 12,
+	      "slice reply %u %u+%u", h.size, rep.offset, rep.size);
+	CHECK(le32toh(*(uint32_t *)rep.region) == 1022, "slice seg_max");
+}
+
+static void t_get_config_bad(struct env *e)
+{
+	struct vu_config_space req = { .offset = 0, .size = 60 };
+	int ret;
+
+	/* The size field says 60, the payload has 20. */
+	ret = xchg(e, VU_GET_CONFIG, VU_VERSION, &req, 12 + 20, NULL, 0);
+	CHECK(ret == -1, "accepted: %d", ret);
+	CHECK(log_has("does not match"), "no clear error");
+}
+
+static void t_config_fallback(struct env *e)
+{
+	struct vu_config_space req = { .offset = 0, .size = 60 }, rep;
+	struct virtio_blk_config cfg;
+	struct vu_hdr h;
+	uint64_t f;
+
+	/* An older module without VHOST_BLK_GET_CONFIG. */
+	vu_session_close(&e->s);
+	e->fake.has_config = false;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "open");
+	f = get_u64(e, VU_GET_FEATURES);
+	CHECK(!(f & (F(VIRTIO_BLK_F_DISCARD) | F(VIRTIO_BLK_F_WRITE_ZEROES) |
+		     F(VIRTIO_BLK_F_TOPOLOGY))),
+	      "features 0x%llx offer limits the bridge cannot fill",
+	      (unsigned long long)f);
+	CHECK(f & F(VIRTIO_BLK_F_FLUSH), "FLUSH lost");
+	CHECK(xchg(e, VU_GET_CONFIG, VU_VERSION, &req, 12 + 60, NULL, 0) == 0,
+	      "GET_CONFIG");
+	CHECK(recv_reply(e, &h, &rep, sizeof(rep)) == 0, "no reply");
+	memset(&cfg, 0, sizeof(cfg));
+	memcpy(&cfg, rep.region, 60);
+	CHECK(le64toh(cfg.capacity) == DISK_BYTES / 512, "capacity");
+	CHECK(le32toh(cfg.blk_size) == 512, "blk_size");
+	CHECK(le32toh(cfg.seg_max) == 1022, "seg_max");
+	CHECK(le16toh(cfg.num_queues) == NQ, "num_queues");
+}
+
+static void t_reply_ack(struct env *e)
+{
+	int ret;
+
+	ret = xchg(e, VU_SET_OWNER, VU_VERSION | VU_NEED_REPLY, NULL, 0,
+		   NULL, 0);
+	CHECK(ret == 0, "SET_OWNER: %d", ret);
+	expect_ack(e, true, VU_SET_OWNER);
+	ret = xchg(e, VU_SET_OWNER, VU_VERSION, NULL, 0, NULL, 0);
+	CHECK(ret == 0, "SET_OWNER: %d", ret);
+	CHECK(no_reply_pending(e), "a reply without need_reply");
+	/* need_reply on a GET: only its own reply. */
+	ret = xchg(e, VU_GET_QUEUE_NUM, VU_VERSION | VU_NEED_REPLY, NULL, 0,
+		   NULL, 0);
+	CHECK(ret == 0, "GET_QUEUE_NUM: %d", ret);
+	{
+		struct vu_hdr h;
+		uint64_t v;
+
+		CHECK(recv_reply(e, &h, &v, sizeof(v)) == 0 && v == NQ,
+		      "GET_QUEUE_NUM reply");
+		CHECK(no_reply_pending(e), "an extra ack after a GET");
+	}
+}
+
+static void t_set_features(struct env *e)
+{
+	int i;
+
+	handshake(e);
+	CHECK(xchg_u64(e, VU_SET_FEATURES, fake_features |
+		       F(VU_F_PROTOCOL_FEATURES)) == 0, "SET_FEATURES");
+	i = find_call(&e->fake, VHOST_SET_FEATURES, 0);
+	CHECK(i >= 0, "no VHOST_SET_FEATURES");
+	if (i >= 0)
+		CHECK(e->fake.calls[i].a.u64 == fake_features,
+		      "kernel got 0x%llx", (unsigned long long)e->fake.calls[i].a.u64);
+}
+
+static void t_set_features_not_offered(struct env *e)
+{
+	int ret = xchg_u64(e, VU_SET_FEATURES,
+			   fake_features | F(VIRTIO_F_RING_PACKED));
+
+	CHECK(ret == -1, "accepted: %d", ret);
+	CHECK(log_has("never offered"), "no clear error");
+	CHECK(find_call(&e->fake, VHOST_SET_FEATURES, 0) < 0,
+	      "reached the kernel");
+}
+
+static void t_mem_table(struct env *e)
+{
+	struct fake_call *c;
+	int i;
+
+	/* Magic words at the start of each region, seen from guest RAM. */
+	*(uint64_t *)(e->mem) = 0x1111111111111111ULL;
+	*(uint64_t *)(e->mem + REGION_BYTES) = 0x2222222222222222ULL;
+	handshake(e);
+	CHECK(set_mem_table(e, VU_VERSION | VU_NEED_REPLY) == 0, "SET_MEM_TABLE");
+	expect_ack(e, true, VU_SET_MEM_TABLE);
+	i = find_call(&e->fake, VHOST_SET_MEM_TABLE, 0);
+	CHECK(i >= 0, "no VHOST_SET_MEM_TABLE");
+	if (i < 0)
+		return;
+	c = &e->fake.calls[i];
+	CHECK(c->nregions == 2, "%u regions", c->nregions);
+	CHECK(c->regions[0].guest_phys_addr == GPA0 &&
+	      c->regions[0].memory_size == REGION_BYTES, "region 0 gpa/size");
+	CHECK(c->regions[1].guest_phys_addr == GPA1 &&
+	      c->regions[1].memory_size == REGION_BYTES, "region 1 gpa/size");
+	CHECK(c->regions[0].userspace_addr != FE_UVA0 &&
+	      c->regions[1].userspace_addr != FE_UVA1,
+	      "the frontend's addresses went to the kernel");
+	CHECK(c->regions[0].flags_padding == 0, "flags_padding");
+	CHECK(*(uint64_t *)(uintptr_t)c->regions[0].userspace_addr ==
+	      0x1111111111111111ULL, "region 0 maps the wrong memory");
+	CHECK(*(uint64_t *)(uintptr_t)c->regions[1].userspace_addr ==
+	      0x2222222222222222ULL,
+	      "region 1 maps the wrong memory (mmap_offset ignored?)");
+}
+
+static void t_mem_table_unaligned_offset(struct env *e)
+{
+	struct vu_memory m;
+	struct fake_call *c;
+	int fd = e->memfd, i;
+
+	*(uint64_t *)(e->mem + 0x10800) = 0x3333333333333333ULL;
+	handshake(e);
+	memset(&m, 0, sizeof(m));
+	m.nregions = 1;
+	m.regions[0] = (struct vu_mem_region){
+		.guest_phys_addr = 0x800, .memory_size = 0x10000,
+		.userspace_addr = FE_UVA0, .mmap_offset = 0x10800,
+	};
+	CHECK(xchg(e, VU_SET_MEM_TABLE, VU_VERSION, &m, 8 + 32, &fd, 1) == 0,
+	      "SET_MEM_TABLE");
+	i = find_call(&e->fake, VHOST_SET_MEM_TABLE, 0);
+	CHECK(i >= 0, "no VHOST_SET_MEM_TABLE");
+	if (i < 0)
+		return;
+	c = &e->fake.calls[i];
+	CHECK(*(uint64_t *)(uintptr_t)c->regions[0].userspace_addr ==
+	      0x3333333333333333ULL, "wrong memory");
+}
+
+static void t_vring_addr(struct env *e)
+{
+	unsigned int q;
+	int i = 0;
+
+	for (q = 0; q < NQ; q++) {
+		uint8_t *r = e->mem + REGION_BYTES + RING_OFF(q);
+
+		*(uint32_t *)(r + DESC_OFF) = 0xd0d0d000 + q;
+		*(uint32_t *)(r + AVAIL_OFF) = 0xa0a0a000 + q;
+		*(uint32_t *)(r + USED_OFF) = 0x05ed0000 + q;
+	}
+	handshake(e);
+	start(e, NQ, true);
+	for (q = 0; q < NQ; q++) {
+		struct vhost_vring_addr *a;
+
+		i = find_call(&e->fake, VHOST_SET_VRING_ADDR, i);
+		CHECK(i >= 0, "no VHOST_SET_VRING_ADDR for %u", q);
+		if (i < 0)
+			return;
+		a = &e->fake.calls[i++].a.addr;
+		CHECK(a->index == q, "index %u", a->index);
+		CHECK(a->flags == 0, "flags %u", a->flags);
+		CHECK(*(uint32_t *)(uintptr_t)a->desc_user_addr == 0xd0d0d000 + q,
+		      "desc of ring %u translated wrong", q);
+		CHECK(*(uint32_t *)(uintptr_t)a->avail_user_addr == 0xa0a0a000 + q,
+		      "avail of ring %u translated wrong", q);
+		CHECK(*(uint32_t *)(uintptr_t)a->used_user_addr == 0x05ed0000 + q,
+		      "used of ring %u translated wrong", q);
+	}
+	CHECK(vu_uva_to_host(&e->s, FE_UVA1 + REGION_BYTES - 4, 8) == NULL,
+	      "a range across the end of a region translated");
+}
+
+static void t_attach_when_all_enabled(struct env *e)
+{
+	int att, last_enable_call, after_probe;
+
+	/* kdev_open attaches and detaches once, to probe the disk. */
+	after_probe = find_backend(&e->fake, false, 0) + 1;
+	CHECK(after_probe > 0, "no probe");
+	handshake(e);
+	start(e, NQ, false);
+	CHECK(find_backend(&e->fake, true, after_probe) < 0,
+	      "attached before SET_VRING_ENABLE");
+	CHECK(xchg_state(e, VU_SET_VRING_ENABLE, 0, 1) == 0, "enable 0");
+	CHECK(find_backend(&e->fake, true, after_probe) < 0,
+	      "attached with ring 1 set up but disabled");
+	last_enable_call = e->fake.ncalls;
+	CHECK(xchg_state(e, VU_SET_VRING_ENABLE, 1, 1) == 0, "enable 1");
+	att = find_backend(&e->fake, true, last_enable_call);
+	CHECK(att >= 0, "not attached after every ring was enabled");
+	if (att >= 0)
+		CHECK(e->fake.calls[att].a.file.fd == e->disk.fd &&
+		      e->fake.calls[att].fd_valid,
+		      "attached fd %d, disk is %d",
+		      e->fake.calls[att].a.file.fd, e->disk.fd);
+	CHECK(e->fake.attached && e->fake.running[0] && e->fake.running[1],
+	      "rings not running");
+	/* Call eventfd changes (MSI-X masking) keep the rings running. */
+	CHECK(xchg_fd(e, VU_SET_VRING_CALL, 0, e->call[1]) == 0, "CALL");
+	CHECK(e->fake.attached && count_calls(&e->fake, VHOST_BLK_SET_BACKEND) ==
+	      3, "SET_VRING_CALL detached the disk");
+}
+
+static void t_one_of_two_queues(struct env *e)
+{
+	/* A guest with one CPU sets up only queue 0 of 2. */
+	handshake(e);
+	start(e, 1, true);
+	CHECK(e->fake.attached && e->fake.running[0] && !e->fake.running[1],
+	      "attached %d running %d %d", e->fake.attached,
+	      e->fake.running[0], e->fake.running[1]);
+}
+
+static void t_get_vring_base(struct env *e)
+{
+	struct vhost_vring_state st = { .index = 1 };
+	struct vu_hdr h;
+	int det, get, i;
+
+	handshake(e);
+	start(e, NQ, true);
+	e->fake.last_avail[1] = 42;
+	i = e->fake.ncalls;
+	CHECK(xchg_state(e, VU_GET_VRING_BASE, 1, 0) == 0, "GET_VRING_BASE");
+	CHECK(recv_reply(e, &h, &st, sizeof(st)) == 0, "no reply");
+	CHECK(h.flags == 0x5, "flags 0x%x", h.flags);
+	CHECK(h.request == VU_GET_VRING_BASE && h.size == 8, "header");
+	CHECK(st.index == 1 && st.num == 42, "state %u %u", st.index, st.num);
+	det = find_backend(&e->fake, false, i);
+	get = find_call(&e->fake, VHOST_GET_VRING_BASE, i);
+	CHECK(det >= 0 && get >= 0 && det < get,
+	      "VHOST_BLK_SET_BACKEND(-1) at %d, VHOST_GET_VRING_BASE at %d",
+	      det, get);
+	/* The stopped ring is unhooked so that no attach restarts it. */
+	i = find_call(&e->fake, VHOST_SET_VRING_KICK, get);
+	CHECK(i >= 0 && e->fake.calls[i].a.file.fd == -1, "kick not unbound");
+	i = find_call(&e->fake, VHOST_SET_VRING_ADDR, get);
+	CHECK(i >= 0 && e->fake.calls[i].a.addr.desc_user_addr == 0,
+	      "ring address not cleared");
+	/* Ring 0 still runs on its own. */
+	CHECK(e->fake.attached && e->fake.running[0] && !e->fake.running[1],
+	      "ring 0 not restarted alone");
+}
+
+static void t_restart(struct env *e)
+{
+	handshake(e);
+	start(e, NQ, true);
+	stop(e, NQ);
+	CHECK(!e->fake.attached, "attached after stop");
+	/* Guest reboot: the same sequence again, no EBUSY anywhere. */
+	log_reset();
+	start(e, NQ, true);
+	CHECK(e->fake.attached && e->fake.running[0] && e->fake.running[1],
+	      "not running after restart");
+	CHECK(!log_has("error"), "errors on restart");
+}
+
+static void t_reconfigure_running(struct env *e)
+{
+	int i, det, num;
+
+	handshake(e);
+	start(e, NQ, true);
+	i = e->fake.ncalls;
+	/* The module refuses these on a running ring: detach first. */
+	CHECK(xchg_state(e, VU_SET_VRING_NUM, 0, 128) == 0, "SET_VRING_NUM");
+	CHECK(xchg_state(e, VU_SET_VRING_BASE, 0, 7) == 0, "SET_VRING_BASE");
+	det = find_backend(&e->fake, false, i);
+	num = find_call(&e->fake, VHOST_SET_VRING_NUM, i);
+	CHECK(det >= 0 && num > det, "detach %d, SET_VRING_NUM %d", det, num);
+	CHECK(!log_has("Device or resource busy"), "EBUSY from the kernel");
+	CHECK(e->fake.last_avail[0] == 7, "base not set");
+	CHECK(e->fake.attached, "not attached again");
+}
+
+static void t_mem_table_running(struct env *e)
+{
+	int i, det, mt, att, a0, a1;
+
+	handshake(e);
+	start(e, NQ, true);
+	i = e->fake.ncalls;
+	CHECK(set_mem_table(e, VU_VERSION) == 0, "SET_MEM_TABLE");
+	det = find_backend(&e->fake, false, i);
+	mt = find_call(&e->fake, VHOST_SET_MEM_TABLE, i);
+	a0 = find_call(&e->fake, VHOST_SET_VRING_ADDR, mt);
+	a1 = find_call(&e->fake, VHOST_SET_VRING_ADDR, a0 + 1);
+	att = find_backend(&e->fake, true, i);
+	CHECK(det >= 0 && det < mt && mt < a0 && a0 < a1 && a1 < att,
+	      "order: detach %d mem %d addr %d %d attach %d", det, mt, a0,
+	      a1, att);
+	if (a0 >= 0) {
+		*(uint32_t *)(e->mem + REGION_BYTES + DESC_OFF) = 0xfeedf00d;
+		CHECK(*(uint32_t *)(uintptr_t)e->fake.calls[a0].a.addr.desc_user_addr ==
+		      0xfeedf00d, "ring 0 not moved to the new mapping");
+	}
+	CHECK(count_guest_maps() == 1 + 2,
+	      "%d mappings of guest memory (the test's, plus 2 new ones)",
+	      count_guest_maps());
+}
+
+static void t_call_nofd(struct env *e)
+{
+	uint64_t v = 1 | VU_VRING_NOFD;
+	int i;
+
+	handshake(e);
+	start(e, NQ, true);
+	i = e->fake.ncalls;
+	CHECK(xchg(e, VU_SET_VRING_CALL, VU_VERSION, &v, 8, NULL, 0) == 0,
+	      "SET_VRING_CALL without fd");
+	i = find_call(&e->fake, VHOST_SET_VRING_CALL, i);
+	CHECK(i >= 0 && e->fake.calls[i].a.file.fd == -1 &&
+	      e->fake.calls[i].a.file.index == 1, "kernel not unbound");
+	CHECK(!e->fake.attached, "still attached with no call eventfd");
+	CHECK(xchg_fd(e, VU_SET_VRING_CALL, 1, e->call[1]) == 0, "CALL");
+	CHECK(e->fake.attached, "not attached again");
+}
+
+static void t_no_protocol_features(struct env *e)
+{
+	unsigned int q;
+
+	/* An old frontend: rings are enabled from the start. */
+	for (q = 0; q < NQ; q++)
+		CHECK(xchg_fd(e, VU_SET_VRING_CALL, q, e->call[q]) == 0, "call");
+	CHECK(xchg_u64(e, VU_SET_FEATURES, fake_features) == 0, "features");
+	CHECK(set_mem_table(e, VU_VERSION) == 0, "mem");
+	for (q = 0; q < NQ; q++) {
+		struct vhost_vring_addr a = fe_ring_addr(q);
+
+		CHECK(xchg_state(e, VU_SET_VRING_NUM, q, RING_NUM) == 0, "num");
+		CHECK(xchg_state(e, VU_SET_VRING_BASE, q, 0) == 0, "base");
+		CHECK(xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a),
+			   NULL, 0) == 0, "addr");
+		CHECK(xchg_fd(e, VU_SET_VRING_KICK, q, e->kick[q]) == 0, "kick");
+		CHECK(e->fake.attached && e->fake.running[q],
+		      "ring %u not running after its kick", q);
+	}
+}
+
+static void t_reset_owner(struct env *e)
+{
+	handshake(e);
+	start(e, NQ, true);
+	CHECK(xchg(e, VU_RESET_OWNER, VU_VERSION, NULL, 0, NULL, 0) == 0,
+	      "RESET_OWNER");
+	CHECK(!e->fake.attached, "still attached");
+	CHECK(e->fake.desc[0] == 0 && e->fake.desc[1] == 0, "rings not cleared");
+}
+
+static void t_short_header(struct env *e)
+{
+	uint8_t b[5] = { 1, 0, 0, 0, 1 };
+	int ret;
+
+	send_raw(e->fe, b, sizeof(b), NULL, 0);
+	shutdown(e->fe, SHUT_WR);
+	ret = vu_session_handle(&e->s);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("short header: connection closed after 5 of 12 bytes"),
+	      "no clear error");
+}
+
+static void t_short_header_stall(struct env *e)
+{
+	uint8_t b[5] = { 1, 0, 0, 0, 1 };
+	int ret;
+
+	send_raw(e->fe, b, sizeof(b), NULL, 0);
+	ret = vu_session_handle(&e->s);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("then nothing for 200 ms"), "no clear error");
+}
+
+static void t_short_payload(struct env *e)
+{
+	struct vu_hdr h = { VU_SET_FEATURES, VU_VERSION, 8 };
+	int ret;
+
+	send_raw(e->fe, &h, sizeof(h), NULL, 0);
+	send_raw(e->fe, "abc", 3, NULL, 0);
+	shutdown(e->fe, SHUT_WR);
+	ret = vu_session_handle(&e->s);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("short payload"), "no clear error");
+}
+
+static void t_bad_size(struct env *e)
+{
+	uint32_t v = 1;
+	int ret = xchg(e, VU_SET_FEATURES, VU_VERSION, &v, 4, NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("SET_FEATURES: payload of 4 bytes, expected 8"),
+	      "no clear error");
+	CHECK(find_call(&e->fake, VHOST_SET_FEATURES, 0) < 0, "reached the kernel");
+}
+
+static void t_oversize(struct env *e)
+{
+	struct vu_hdr h = { VU_SET_MEM_TABLE, VU_VERSION, 1u << 20 };
+	int ret;
+
+	send_raw(e->fe, &h, sizeof(h), NULL, 0);
+	ret = vu_session_handle(&e->s);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("larger than any request"), "no clear error");
+}
+
+static void t_unknown_request(struct env *e)
+{
+	int ret = xchg(e, 999, VU_VERSION | VU_NEED_REPLY, NULL, 0, NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("unknown request 999"), "no clear error");
+	expect_ack(e, false, 999);
+}
+
+static void t_unsupported_request(struct env *e)
+{
+	uint64_t v = 0;
+	int ret = xchg(e, VU_SET_LOG_BASE, VU_VERSION, &v, 8, NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("SET_LOG_BASE (6): not supported"), "no clear error");
+}
+
+static void t_bad_version(struct env *e)
+{
+	int ret = xchg(e, VU_GET_FEATURES, 0x2, NULL, 0, NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("unsupported protocol version 2"), "no clear error");
+	CHECK(no_reply_pending(e), "answered");
+}
+
+static void t_reply_flag_in_request(struct env *e)
+{
+	int ret = xchg(e, VU_GET_FEATURES, VU_REPLY_FLAGS, NULL, 0, NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("reply flag"), "no clear error");
+}
+
+static void t_kick_missing_fd(struct env *e)
+{
+	uint64_t v = 0;
+	int ret = xchg(e, VU_SET_VRING_KICK, VU_VERSION, &v, 8, NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("SET_VRING_KICK: 0 file descriptors, expected 1"),
+	      "no clear error");
+	CHECK(find_call(&e->fake, VHOST_SET_VRING_KICK, 0) < 0,
+	      "reached the kernel");
+}
+
+static void t_kick_nofd_flag(struct env *e)
+{
+	uint64_t v = VU_VRING_NOFD;
+	int ret = xchg(e, VU_SET_VRING_KICK, VU_VERSION, &v, 8, NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("polling"), "no clear error");
+}
+
+static void t_too_many_fds(struct env *e)
+{
+	int fds[9], i, before, ret;
+	uint64_t v = 0;
+
+	for (i = 0; i < 9; i++)
+		fds[i] = eventfd(0, EFD_CLOEXEC);
+	before = count_fds();
+	ret = xchg(e, VU_SET_VRING_CALL, VU_VERSION, &v, 8, fds, 9);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("more than 8 file descriptors"), "no clear error");
+	CHECK(count_fds() == before, "leaked %d fds", count_fds() - before);
+	for (i = 0; i < 9; i++)
+		close(fds[i]);
+}
+
+static void t_two_fds_on_kick(struct env *e)
+{
+	int fds[2] = { e->kick[0], e->kick[1] }, before, ret;
+	uint64_t v = 0;
+
+	before = count_fds();
+	ret = xchg(e, VU_SET_VRING_KICK, VU_VERSION, &v, 8, fds, 2);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("2 file descriptors, expected 1"), "no clear error");
+	CHECK(count_fds() == before, "leaked %d fds", count_fds() - before);
+}
+
+static void t_fd_on_plain_request(struct env *e)
+{
+	int fd = e->kick[0], ret;
+
+	ret = xchg(e, VU_GET_FEATURES, VU_VERSION, NULL, 0, &fd, 1);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("GET_FEATURES: 1 file descriptor, expected 0"),
+	      "no clear error");
+}
+
+static void t_mem_table_fd_mismatch(struct env *e)
+{
+	struct vu_memory m;
+	int ret;
+
+	fill_mem_table(&m);
+	ret = xchg(e, VU_SET_MEM_TABLE, VU_VERSION, &m, 8 + 2 * 32,
+		   &e->memfd, 1);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("2 regions but 1 file descriptors"), "no clear error");
+	CHECK(count_guest_maps() == 1, "mappings left behind");
+}
+
+static void t_mem_table_bad_size(struct env *e)
+{
+	int fds[2] = { e->memfd, e->memfd }, ret;
+	struct vu_memory m;
+
+	fill_mem_table(&m);
+	ret = xchg(e, VU_SET_MEM_TABLE, VU_VERSION, &m, 8 + 32, fds, 2);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("payload of 40 bytes for 2 regions, expected 72"),
+	      "no clear error");
+}
+
+static void t_mem_table_mmap_fails(struct env *e)
+{
+	int fds[2] = { e->memfd, e->kick[0] }, ret;
+	struct vu_memory m;
+
+	fill_mem_table(&m);
+	ret = xchg(e, VU_SET_MEM_TABLE, VU_VERSION | VU_NEED_REPLY, &m,
+		   8 + 2 * 32, fds, 2);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("mmap of region 1"), "no clear error");
+	expect_ack(e, false, VU_SET_MEM_TABLE);
+	CHECK(count_guest_maps() == 1, "region 0 left mapped");
+}
+
+static void t_vring_index_range(struct env *e)
+{
+	int ret = xchg_state(e, VU_SET_VRING_NUM, NQ, 256);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("vring index 2 out of range (the device has 2 queues)"),
+	      "no clear error");
+}
+
+static void t_vring_addr_outside(struct env *e)
+{
+	struct vhost_vring_addr a = fe_ring_addr(0);
+	int ret;
+
+	handshake(e);
+	CHECK(set_mem_table(e, VU_VERSION) == 0, "mem");
+	CHECK(xchg_state(e, VU_SET_VRING_NUM, 0, RING_NUM) == 0, "num");
+	a.used_user_addr = FE_UVA1 + REGION_BYTES - 8;
+	ret = xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a), NULL, 0);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("used ring at 0x7f00004ffff8 is not inside the memory table"),
+	      "no clear error");
+}
+
+static void t_vring_addr_before_mem(struct env *e)
+{
+	struct vhost_vring_addr a = fe_ring_addr(0);
+	int ret = xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a), NULL, 0);
+
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("no SET_MEM_TABLE yet"), "no clear error");
+}
+
+static void t_kernel_error(struct env *e)
+{
+	int ret;
+
+	handshake(e);
+	e->fake.fail_req = VHOST_SET_VRING_NUM;
+	e->fake.fail_errno = EINVAL;
+	ret = xchg(e, VU_SET_VRING_NUM, VU_VERSION | VU_NEED_REPLY,
+		   &(struct vhost_vring_state){ .index = 0, .num = 100 }, 8,
+		   NULL, 0);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("ioctl VHOST_SET_VRING_NUM on /dev/vhost-blk: Invalid argument (errno 22)"),
+	      "no clear error");
+	expect_ack(e, false, VU_SET_VRING_NUM);
+}
+
+static void t_set_config_refused(struct env *e)
+{
+	struct vu_config_space c = { .offset = 32, .size = 1, .flags = 0 };
+	int ret;
+
+	ret = xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
+		   NULL, 0);
+	CHECK(ret == 0, "connection closed: %d", ret);
+	expect_ack(e, false, VU_SET_CONFIG);
+	CHECK(log_has("read-only"), "no warning");
+}
+
+static void t_disconnect_mid_io(struct env *e)
+{
+	int ret;
+
+	handshake(e);
+	start(e, NQ, true);
+	CHECK(e->fake.attached, "not attached");
+	CHECK(count_guest_maps() == 3, "guest memory not mapped");
+	close(e->fe);
+	e->fe = -1;
+	ret = vu_session_handle(&e->s);
+	CHECK(ret == 1, "handle: %d", ret);
+	CHECK(log_has("frontend disconnected"), "no message");
+	vu_session_close(&e->s);
+	e->open = false;
+	CHECK(e->fake.closes == 1 && !e->fake.open,
+	      "/dev/vhost-blk not closed (closes %u)", e->fake.closes);
+	CHECK(count_guest_maps() == 1, "guest memory still mapped");
+}
+
+static void t_reconnect(struct env *e)
+{
+	int sv[2];
+
+	handshake(e);
+	start(e, NQ, true);
+	close(e->fe);
+	CHECK(vu_session_handle(&e->s) == 1, "EOF");
+	vu_session_close(&e->s);
+	close(e->be);
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0,
+	      "socketpair");
+	e->fe = sv[0];
+	e->be = sv[1];
+	log_reset();
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "reopen");
+	CHECK(e->fake.opens == 2 && e->fake.open, "not reopened");
+	handshake(e);
+	start(e, NQ, true);
+	CHECK(e->fake.attached && e->fake.running[0] && e->fake.running[1],
+	      "not running after reconnect");
+	CHECK(!log_has("error"), "errors after reconnect");
+}
+
+static void t_read_only(struct env *e)
+{
+	uint64_t f;
+
+	f = get_u64(e, VU_GET_FEATURES);
+	CHECK(f & F(VIRTIO_BLK_F_RO), "RO not offered: 0x%llx",
+	      (unsigned long long)f);
+	CHECK(xchg_u64(e, VU_SET_FEATURES, f) == 0, "SET_FEATURES with RO");
+}
+
+static void t_open_params(struct env *e)
+{
+	int i, n = 0, p = 0;
+
+	vu_session_close(&e->s);
+	e->fake.ncalls = 0;
+	e->p.kdev.poll_us = 50;
+	e->p.kdev.poll_adaptive = true;
+	e->p.kdev.serial = "disk-42";
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "open");
+	CHECK(e->fake.calls[0].req == VHOST_SET_OWNER, "SET_OWNER not first");
+	for (i = 0; i < (int)e->fake.ncalls; i++) {
+		struct fake_call *c = &e->fake.calls[i];
+
+		if (c->req == VHOST_SET_VRING_BUSYLOOP_TIMEOUT) {
+			CHECK(c->a.state.index == (unsigned int)n &&
+			      c->a.state.num == 50, "busyloop %u %u",
+			      c->a.state.index, c->a.state.num);
+			n++;
+		}
+		p += c->req == VHOST_BLK_SET_VRING_POLL;
+	}
+	CHECK(n == NQ, "%d busyloop timeouts", n);
+	CHECK(p == NQ, "%d adaptive polls", p);
+	i = find_call(&e->fake, VHOST_BLK_SET_SERIAL, 0);
+	CHECK(i >= 0 && !memcmp(e->fake.calls[i].a.serial,
+				"disk-42\0\0\0\0\0\0\0\0\0\0\0\0\0", 20),
+	      "serial");
+	/* The probe leaves the disk detached. */
+	CHECK(!e->fake.attached, "attached after open");
+}
+
+static void t_too_many_queues(struct env *e)
+{
+	vu_session_close(&e->s);
+	e->fake.nvqs = 1;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) != 0, "opened");
+	CHECK(log_has("fewer than 2 queues"), "no clear error");
+	CHECK(!e->fake.open, "device left open");
+	e->fake.nvqs = 16;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "reopen");
+}
+
+static void t_open_fails(struct env *e)
+{
+	vu_session_close(&e->s);
+	e->fake.open_errno = ENOENT;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) != 0, "opened");
+	CHECK(log_has("cannot open /dev/vhost-blk: No such file or directory (is vhost_blk.ko loaded?)"),
+	      "no clear error");
+	e->fake.open_errno = 0;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "reopen");
+}
+
+static void t_stats(struct env *e)
+{
+	FILE *f = tmpfile();
+	char buf[4096];
+	size_t n;
+
+	CHECK(kdev_print_stats(&e->s.kdev, f, "test") == 0, "print");
+	rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	CHECK(strstr(buf, "stats test queue=0 in=10 out=20") != NULL,
+	      "queue 0: %s", buf);
+	CHECK(strstr(buf, "stats test queue=1 in=11 out=21") != NULL,
+	      "queue 1: %s", buf);
+}
+
+struct test {
+	const char *name;
+	void (*fn)(struct env *e);
+	bool read_only;
+};
+
+static const struct test tests[] = {
+	{ "GET_FEATURES offers the module's features and PROTOCOL_FEATURES", t_get_features, false },
+	{ "GET_PROTOCOL_FEATURES is MQ, REPLY_ACK and CONFIG", t_get_protocol_features, false },
+	{ "SET_PROTOCOL_FEATURES with a bit never offered is refused", t_set_protocol_features_unknown, false },
+	{ "GET_QUEUE_NUM is --num-queues", t_get_queue_num, false },
+	{ "GET_CONFIG: capacity, blk_size, seg_max, num_queues, slices", t_get_config, false },
+	{ "GET_CONFIG with a size that does not match is refused", t_get_config_bad, false },
+	{ "without VHOST_BLK_GET_CONFIG the bridge builds the config", t_config_fallback, false },
+	{ "REPLY_ACK: ack only with need_reply, not after a GET", t_reply_ack, false },
+	{ "SET_FEATURES strips PROTOCOL_FEATURES for the kernel", t_set_features, false },
+	{ "SET_FEATURES with a bit never offered is refused", t_set_features_not_offered, false },
+	{ "SET_MEM_TABLE gives the kernel gpa/size and our own mappings", t_mem_table, false },
+	{ "SET_MEM_TABLE with a mmap_offset off a page boundary", t_mem_table_unaligned_offset, false },
+	{ "SET_VRING_ADDR is translated into our mappings", t_vring_addr, false },
+	{ "the disk is attached once every set-up ring is enabled", t_attach_when_all_enabled, false },
+	{ "a guest using 1 of 2 queues gets its queue running", t_one_of_two_queues, false },
+	{ "GET_VRING_BASE detaches first, answers the kernel's base", t_get_vring_base, false },
+	{ "stop and start again (guest reboot)", t_restart, false },
+	{ "SET_VRING_NUM/BASE on a running ring detach first", t_reconfigure_running, false },
+	{ "SET_MEM_TABLE while running: detach, remap rings, attach", t_mem_table_running, false },
+	{ "SET_VRING_CALL without fd unbinds the call eventfd", t_call_nofd, false },
+	{ "without PROTOCOL_FEATURES rings start enabled", t_no_protocol_features, false },
+	{ "RESET_OWNER disables every ring", t_reset_owner, false },
+	{ "short header, then EOF", t_short_header, false },
+	{ "short header, then nothing", t_short_header_stall, false },
+	{ "short payload, then EOF", t_short_payload, false },
+	{ "payload size that does not fit the request", t_bad_size, false },
+	{ "payload larger than any request", t_oversize, false },
+	{ "unknown request, with need_reply: nack and close", t_unknown_request, false },
+	{ "a request that was never offered", t_unsupported_request, false },
+	{ "bad protocol version", t_bad_version, false },
+	{ "a request with the reply flag", t_reply_flag_in_request, false },
+	{ "SET_VRING_KICK without its fd", t_kick_missing_fd, false },
+	{ "SET_VRING_KICK in polling mode (no fd flag)", t_kick_nofd_flag, false },
+	{ "9 fds in one message, none leaked", t_too_many_fds, false },
+	{ "2 fds on SET_VRING_KICK, none leaked", t_two_fds_on_kick, false },
+	{ "an fd on a request that takes none", t_fd_on_plain_request, false },
+	{ "SET_MEM_TABLE with fewer fds than regions", t_mem_table_fd_mismatch, false },
+	{ "SET_MEM_TABLE whose size does not match nregions", t_mem_table_bad_size, false },
+	{ "SET_MEM_TABLE with an fd that cannot be mapped", t_mem_table_mmap_fails, false },
+	{ "vring index out of range", t_vring_index_range, false },
+	{ "vring address outside guest memory", t_vring_addr_outside, false },
+	{ "SET_VRING_ADDR before SET_MEM_TABLE", t_vring_addr_before_mem, false },
+	{ "a failing ioctl is named, nacked and closes", t_kernel_error, false },
+	{ "SET_CONFIG is nacked, the connection stays", t_set_config_refused, false },
+	{ "frontend disconnects mid-I/O: device closed, memory unmapped", t_disconnect_mid_io, false },
+	{ "a reconnecting frontend gets a working device", t_reconnect, false },
+	{ "--read-only offers VIRTIO_BLK_F_RO", t_read_only, true },
+	{ "open: owner first, busy poll, adaptive poll, serial", t_open_params, false },
+	{ "--num-queues above the module's max_queues", t_too_many_queues, false },
+	{ "/dev/vhost-blk missing", t_open_fails, false },
+	{ "queue counters", t_stats, false },
+};
+
+int main(void)
+{
+	unsigned int i, ntests = sizeof(tests) / sizeof(tests[0]);
+	int fds_start;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	t_log = tmpfile();
+	if (!t_log) {
+		perror("tmpfile");
+		return 1;
+	}
+	vbb_log_file = t_log;
+	vbb_verbose = true;
+	fds_start = count_fds();
+
+	printf("TAP version 13\n1..%u\n", ntests + 1);
+	for (i = 0; i < ntests; i++) {
+		struct env e;
+
+		log_reset();
+		t_ok = true;
+		if (env_init_opts(&e, tests[i].read_only, true)) {
+			printf("#   setup failed: %s\n", strerror(errno));
+			dump_log();
+			t_ok = false;
+		} else {
+			tests[i].fn(&e);
+			env_fini(&e);
+		}
+		if (!t_ok)
+			dump_log();
+		printf("%sok %u - %s\n", t_ok ? "" : "not ", ++t_num,
+		       tests[i].name);
+		t_ok ? t_pass++ : t_fail++;
+	}
+
+	t_ok = count_fds() == fds_start;
+	if (!t_ok)
+		printf("#   %d fds at the start, %d at the end\n", fds_start,
+		       count_fds());
+	printf("%sok %u - no file descriptor leaked\n", t_ok ? "" : "not ",
+	       ++t_num);
+	t_ok ? t_pass++ : t_fail++;
+
+	printf("%u passed, %u failed\n", t_pass, t_fail);
+	return t_fail ? 1 : 0;
+}
