@@ -2,6 +2,7 @@
 /*
  * /dev/vhost-blk control plane.  See vblk_dev.h.
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -111,6 +112,33 @@ int vblk_set_backend(int fd, int backend_fd)
 	struct vhost_vring_file file = { .index = 0, .fd = backend_fd };
 
 	return VBLK_IOCTL(fd, VHOST_BLK_SET_BACKEND, &file);
+}
+
+int vblk_get_config(int fd, struct virtio_blk_config *cfg)
+{
+	int err;
+
+	err = VBLK_IOCTL(fd, VHOST_BLK_GET_CONFIG, cfg);
+	if (err)
+		return err;
+	/* Little-endian as the device presents it; x86 needs nothing. */
+	cfg->capacity = le64toh(cfg->capacity);
+	cfg->size_max = le32toh(cfg->size_max);
+	cfg->seg_max = le32toh(cfg->seg_max);
+	cfg->blk_size = le32toh(cfg->blk_size);
+	cfg->min_io_size = le16toh(cfg->min_io_size);
+	cfg->opt_io_size = le32toh(cfg->opt_io_size);
+	cfg->num_queues = le16toh(cfg->num_queues);
+	cfg->max_discard_sectors = le32toh(cfg->max_discard_sectors);
+	cfg->max_discard_seg = le32toh(cfg->max_discard_seg);
+	cfg->discard_sector_alignment = le32toh(cfg->discard_sector_alignment);
+	cfg->max_write_zeroes_sectors = le32toh(cfg->max_write_zeroes_sectors);
+	cfg->max_write_zeroes_seg = le32toh(cfg->max_write_zeroes_seg);
+	cfg->max_secure_erase_sectors = le32toh(cfg->max_secure_erase_sectors);
+	cfg->max_secure_erase_seg = le32toh(cfg->max_secure_erase_seg);
+	cfg->secure_erase_sector_alignment =
+		le32toh(cfg->secure_erase_sector_alignment);
+	return 0;
 }
 
 int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,

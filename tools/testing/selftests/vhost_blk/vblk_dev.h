@@ -19,17 +19,24 @@
 #include "vq.h"
 
 #define VBLK_DEV_PATH		"/dev/vhost-blk"
-#define VBLK_MAX_VQS		16
+/* The module's max_queues parameter is at most 256 (default 64). */
+#define VBLK_MAX_VQS		256
 
 #define VBLK_F(bit)		(1ULL << (bit))
-/* Features the device offers (VIRTIO_BLK_F_RO only with a r/o backend). */
+/* Features the device always offers... */
 #define VBLK_FEATURES_DEVICE	(VBLK_F(VIRTIO_F_VERSION_1) |		\
 				 VBLK_F(VIRTIO_RING_F_INDIRECT_DESC) |	\
 				 VBLK_F(VIRTIO_RING_F_EVENT_IDX) |	\
 				 VBLK_F(VIRTIO_BLK_F_SEG_MAX) |		\
 				 VBLK_F(VIRTIO_BLK_F_BLK_SIZE) |	\
 				 VBLK_F(VIRTIO_BLK_F_FLUSH) |		\
-				 VBLK_F(VIRTIO_BLK_F_MQ))
+				 VBLK_F(VIRTIO_BLK_F_TOPOLOGY) |	\
+				 VBLK_F(VIRTIO_BLK_F_MQ) |		\
+				 VBLK_F(VIRTIO_BLK_F_DISCARD) |		\
+				 VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES))
+/* ... and those it offers only while a backend that has them is attached. */
+#define VBLK_FEATURES_BACKEND	(VBLK_F(VIRTIO_BLK_F_RO) |		\
+				 VBLK_F(VIRTIO_BLK_F_SECURE_ERASE))
 #define VBLK_FEATURES_ALL	(~0ULL)
 
 struct vblk_config {
@@ -63,6 +70,8 @@ int vblk_set_mem_table(int fd, const struct guest_mem *gm);
 int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base);
 int vblk_set_serial(int fd, const char *serial);	/* NUL-padded */
 int vblk_set_backend(int fd, int backend_fd);
+/* VHOST_BLK_GET_CONFIG, converted to host byte order; needs a backend. */
+int vblk_get_config(int fd, struct virtio_blk_config *cfg);
 
 /* Everything at once; on failure nothing stays open. */
 int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
