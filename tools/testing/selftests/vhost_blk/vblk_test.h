@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the vhost-blk selftest programs.  Include after
+ * kselftest_harness.h, from exactly one file per program: the helpers take
+ * the harness' _metadata so they can ASSERT.
+ *
+ * The backend under test is VHOST_BLK_TEST_DEV, a block device or a regular
+ * file of at least 128 MiB, opened O_RDWR; its content is overwritten.
+ * Without it, or without /dev/vhost-blk, every test is skipped.
+ */
+#ifndef VBLK_TEST_H
+#define VBLK_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <linux/fs.h>
+
+#include "blk_req.h"
+#include "guest_mem.h"
+#include "vblk_dev.h"
+#include "vq.h"
+
+#define TEST_SERIAL	"vhost-blk-selftest01"	/* exactly 20 bytes */
+#define SECTOR		512ULL
+#define KiB		1024UL
+#define MiB		(1024UL * 1024)
+/* The tests use fixed areas up to about 80 MiB into the disk. */
+#define TEST_MIN_CAPACITY	(128 * MiB)
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#endif
+
+struct env {
+	const char *path;
+	int backend_fd;
+	uint64_t capacity;		/* bytes */
+	uint64_t sectors;
+	unsigned int nq;		/* queues of the device */
+	uint64_t features;		/* wanted when opening a device */
+	uint64_t seed;			/* for data patterns */
+	struct guest_mem gm;
+	struct vblk_dev dev;		/* the test's device */
+};
+
+/* What came back for a request. */
+struct result {
+	uint8_t status;
+	uint32_t used;			/* used-ring length */
+};
+
+/* Request layout for the data helpers; NULL means one plain segment. */
+struct layout {
+	unsigned int flags;		/* BLK_REQ_* */
+	unsigned int hdr_parts;
+	unsigned int align;
+	unsigned int misalign;
+	unsigned int nseg;		/* 0: a single segment */
+	const uint32_t *seg;		/* must add up to the length */
+};
+
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+/* A fresh seed, so data left on the disk by earlier runs never matches. */
+static inline uint64_t new_seed(struct env *e)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	e->seed = mix64(e->seed + 1 + (uint64_t)getpid() * 1000003 +
+			(uint64_t)ts.tv_nsec);
+	return e->seed;
+}
+
+/* Content of disk byte offset @off (a multiple of 8) under @seed. */
+static inline void pattern_fill(void *buf, size_t len, uint64_t seed,
+				uint64_t off)
+{
+	uint8_t *p = buf;
+	size_t i;
+
+	for (i = 0; i < len; i += 8) {
+		uint64_t w = mix64(seed ^ (off + i) ^ 0x5bd1e995ULL);
+
+		memcpy(p + i, &w, len - i < 8 ? len - i : 8);
+	}
+}
+
+static inline void *xmalloc(struct __test_metadata *_metadata, size_t len)
+{
+	void *p = malloc(len ? len : 1);
+
+	ASSERT_NE(NULL, p);
+	return p;
+}
+
+static inline void expect_same(struct __test_metadata *_metadata,
+			       const void *want, const void *got, size_t len,
+			       const char *what)
+{
+	const uint8_t *w = want, *g = got;
+	size_t i;
+
+	if (!memcmp(w, g, len))
+		return;
+	for (i = 0; w[i] == g[i]; i++)
+		;
+	ASSERT_EQ(len, i)
+		TH_LOG("%s: first difference at byte %zu of %zu: expected 0x%02x, got 0x%02x",
+		       what, i, len, w[i], g[i]);
+}
+
+/* Status byte check; @got is evaluated once, @fmt says what it was. */
+#define ASSERT_STATUS(want, got, fmt, ...) do {				\
+	uint8_t __want = (want), __got = (got);				\
+									\
+	ASSERT_EQ(__want, __got)					\
+		TH_LOG("status %s (0x%02x), expected %s: " fmt,		\
+		       blk_status_name(__got), __got,			\
+		       blk_status_name(__want), ##__VA_ARGS__);		\
+} while (0)
+
+static inline uint64_t backend_capacity(struct __test_metadata *_metadata,
+					int fd)
+{
+	uint64_t size = 0;
+	struct stat st;
+
+	ASSERT_EQ(0, fstat(fd, &st));
+	if (S_ISBLK(st.st_mode)) {
+		ASSERT_EQ(0, ioctl(fd, BLKGETSIZE64, &size))
+			TH_LOG("BLKGETSIZE64: %s", strerror(errno));
+	} else {
+		ASSERT_TRUE(S_ISREG(st.st_mode))
+			TH_LOG("backend is neither a block device nor a file");
+		size = (uint64_t)st.st_size;
+	}
+	return size;
+}
+
+/* Open a device on @e's guest memory, serial and backend. */
+static inline int env_open_dev(struct env *e, struct vblk_dev *dev,
+			       unsigned int nvqs, unsigned int max_indirect,
+			       uint16_t base)
+{
+	struct vblk_config cfg = {
+		.nvqs = nvqs,
+		.max_indirect = max_indirect,
+		.features = e->features,
+		.base = base,
+		.serial = TEST_SERIAL,
+		.backend_fd = e->backend_fd,
+	};
+
+	return vblk_open(dev, &e->gm, &cfg);
+}
+
+/* Replace the test's device by one with other parameters. */
+static inline void env_reopen(struct __test_metadata *_metadata,
+			      struct env *e, unsigned int nvqs,
+			      unsigned int max_indirect, uint16_t base)
+{
+	vblk_close(&e->dev);
+	ASSERT_EQ(0, env_open_dev(e, &e->dev, nvqs, max_indirect, base));
+}
+
+static inline void env_setup(struct __test_metadata *_metadata, struct env *e,
+			     uint64_t features)
+{
+	struct virtio_blk_config cfg;
+
+	memset(e, 0, sizeof(*e));
+	e->backend_fd = -1;
+	e->dev.fd = -1;
+	e->features = features;
+
+	e->path = getenv("VHOST_BLK_TEST_DEV");
+	if (!e->path || !*e->path)
+		SKIP(return, "VHOST_BLK_TEST_DEV is not set");
+	if (access(VBLK_DEV_PATH, F_OK))
+		SKIP(return, "%s does not exist (is vhost_blk loaded?)",
+		     VBLK_DEV_PATH);
+
+	e->backend_fd = open(e->path, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, e->backend_fd)
+		TH_LOG("open %s: %s", e->path, strerror(errno));
+	e->capacity = backend_capacity(_metadata, e->backend_fd);
+	ASSERT_LE(TEST_MIN_CAPACITY, e->capacity)
+		TH_LOG("%s has %llu bytes, the tests need %lu MiB", e->path,
+		       (unsigned long long)e->capacity,
+		       TEST_MIN_CAPACITY / MiB);
+	e->sectors = e->capacity / SECTOR;
+	new_seed(e);
+
+	ASSERT_EQ(0, guest_mem_init(&e->gm, 0, 0));
+	ASSERT_EQ(0, env_open_dev(e, &e->dev, 1, 0, 0));
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	e->nq = cfg.num_queues;
+	ASSERT_LE(1U, e->nq);
+	ASSERT_GE((unsigned int)VBLK_MAX_VQS, e->nq);
+}
+
+static inline void env_teardown(struct env *e)
+{
+	vblk_close(&e->dev);
+	guest_mem_destroy(&e->gm);
+	if (e->backend_fd >= 0)
+		close(e->backend_fd);
+}
+
+/*
+ * One request, synchronously: data from/to @buf (@len bytes), laid out as
+ * @lo says.
+ */
+static inline struct result xfer_dir(struct __test_metadata *_metadata,
+				     struct env *e, struct vq *vq,
+				     uint32_t type, enum blk_dir dir,
+				     uint64_t sector, void *buf, size_t len,
+				     const struct layout *lo)
+{
+	size_t mark = guest_mark(&e->gm);
+	uint32_t one = (uint32_t)len;
+	struct blk_req_spec spec = {
+		.type = type,
+		.sector = sector,
+		.dir = dir,
+		.nseg = len ? 1 : 0,
+		.seg_len = &one,
+	};
+	struct blk_req req;
+	struct result r;
+
+	if (lo) {
+		spec.flags = lo->flags;
+		spec.hdr_parts = lo->hdr_parts;
+		spec.align = lo->align;
+		spec.misalign = lo->misalign;
+		if (lo->nseg) {
+			size_t sum = 0;
+			unsigned int i;
+
+			for (i = 0; i < lo->nseg; i++)
+				sum += lo->seg[i];
+			ASSERT_EQ(len, sum);
+			spec.nseg = lo->nseg;
+			spec.seg_len = lo->seg;
+		}
+	}
+	ASSERT_EQ(0, blk_req_prep(&req, &e->gm, &spec));
+	if (!req.data_write && buf)
+		blk_req_fill(&req, buf, len);
+	ASSERT_EQ(0, blk_req_run(vq, &req))
+		TH_LOG("type %u sector %llu, %zu bytes: no completion",
+		       type, (unsigned long long)sector, len);
+	r.status = *req.status;
+	r.used = req.used_len;
+	if (req.data_write && buf)
+		blk_req_gather(&req, buf, len);
+	blk_req_free(&req);
+	guest_release(&e->gm, mark);
+	return r;
+}
+
+static inline struct result xfer(struct __test_metadata *_metadata,
+				 struct env *e, struct vq *vq, uint32_t type,
+				 uint64_t sector, void *buf, size_t len,
+				 const struct layout *lo)
+{
+	return xfer_dir(_metadata, e, vq, type, BLK_DIR_AUTO, sector, buf,
+			len, lo);
+}
+
+/* Check status and used length; @what names the request. */
+static inline void expect_result(struct __test_metadata *_metadata,
+				 struct result r, uint8_t status,
+				 uint32_t used, const char *what)
+{
+	ASSERT_STATUS(status, r.status, "%s", what);
+	ASSERT_EQ(used, r.used) TH_LOG("used length of %s", what);
+}
+
+static inline void write_ok(struct __test_metadata *_metadata, struct env *e,
+			    struct vq *vq, uint64_t sector, const void *buf,
+			    size_t len, const struct layout *lo)
+{
+	struct result r;
+	char what[64];
+
+	r = xfer(_metadata, e, vq, VIRTIO_BLK_T_OUT, sector, (void *)buf, len,
+		 lo);
+	snprintf(what, sizeof(what), "write of %zu bytes at sector %llu",
+		 len, (unsigned long long)sector);
+	expect_result(_metadata, r, VIRTIO_BLK_S_OK, 1, what);
+}
+
+static inline void read_ok(struct __test_metadata *_metadata, struct env *e,
+			   struct vq *vq, uint64_t sector, void *buf,
+			   size_t len, const struct layout *lo)
+{
+	struct result r;
+	char what[64];
+
+	r = xfer(_metadata, e, vq, VIRTIO_BLK_T_IN, sector, buf, len, lo);
+	snprintf(what, sizeof(what), "read of %zu bytes at sector %llu",
+		 len, (unsigned long long)sector);
+	expect_result(_metadata, r, VIRTIO_BLK_S_OK, (uint32_t)len + 1, what);
+}
+
+/* Write a fresh pattern with layout @wlo, read it back with @rlo. */
+static inline void rw_verify(struct __test_metadata *_metadata, struct env *e,
+			     struct vq *vq, uint64_t sector, size_t len,
+			     const struct layout *wlo, const struct layout *rlo)
+{
+	uint8_t *w = xmalloc(_metadata, len), *r = xmalloc(_metadata, len);
+	char what[96];
+
+	pattern_fill(w, len, new_seed(e), sector * SECTOR);
+	memset(r, 0xa5, len);
+	write_ok(_metadata, e, vq, sector, w, len, wlo);
+	read_ok(_metadata, e, vq, sector, r, len, rlo);
+	snprintf(what, sizeof(what), "%zu bytes at sector %llu", len,
+		 (unsigned long long)sector);
+	expect_same(_metadata, w, r, len, what);
+	free(w);
+	free(r);
+}
+
+/* Read @len bytes at @sector and compare with what @seed wrote there. */
+static inline void verify_pattern(struct __test_metadata *_metadata,
+				  struct env *e, struct vq *vq,
+				  uint64_t sector, size_t len, uint64_t seed)
+{
+	uint8_t *w = xmalloc(_metadata, len), *r = xmalloc(_metadata, len);
+	char what[96];
+
+	pattern_fill(w, len, seed, sector * SECTOR);
+	read_ok(_metadata, e, vq, sector, r, len, NULL);
+	snprintf(what, sizeof(what), "%zu bytes at sector %llu", len,
+		 (unsigned long long)sector);
+	expect_same(_metadata, w, r, len, what);
+	free(w);
+	free(r);
+}
+
+/* GET_ID into a @buflen-byte buffer pre-filled with 0xa5, copied to @out. */
+static inline struct result get_id(struct __test_metadata *_metadata,
+				   struct env *e, struct vq *vq,
+				   uint32_t buflen, unsigned int flags,
+				   uint8_t *out)
+{
+	size_t mark = guest_mark(&e->gm);
+	struct blk_req_spec spec = {
+		.type = VIRTIO_BLK_T_GET_ID,
+		.nseg = 1,
+		.seg_len = &buflen,
+		.flags = flags,
+	};
+	struct blk_req req;
+	struct result r;
+
+	ASSERT_EQ(0, blk_req_prep(&req, &e->gm, &spec));
+	memset(req.data[0], 0xa5, buflen);
+	ASSERT_EQ(0, blk_req_run(vq, &req));
+	memcpy(out, req.data[0], buflen);
+	r.status = *req.status;
+	r.used = req.used_len;
+	blk_req_free(&req);
+	guest_release(&e->gm, mark);
+	return r;
+}
+
+#endif /* VBLK_TEST_H */
