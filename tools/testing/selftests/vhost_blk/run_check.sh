@@ -1,0 +1,97 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The selftest part of 'make check': boot the test VM once (vm/run-vm.sh),
+# run in_vm.sh there (every selftest program against every backend), then
+# count the TAP results it left in $BUILD/vm-out/selftests.  The last line
+# printed is "N passed, N failed" (", N skipped" when some were).  Exits
+# non-zero if a test failed, the VM failed or no test ran at all.
+#
+# Expects the programs built in $BUILD/selftests and vhost_blk.ko in the
+# repository root (make all).
+
+set -u
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../../../.." && pwd)
+BUILD=${BUILD:-$repo/build}
+export BUILD
+bindir=$BUILD/selftests
+out=$BUILD/vm-out/selftests
+timeout=${VHOST_BLK_CHECK_TIMEOUT:-1800}
+
+note() { printf 'run_check: %s\n' "$*" >&2; }
+
+passed=0
+failed=0
+skipped=0
+problem=0
+
+summary() {
+	local line="$passed passed, $failed failed"
+
+	[ "$skipped" -gt 0 ] && line+=", $skipped skipped"
+	echo "$line"
+}
+
+for prog in vhost_blk_io_test vhost_blk_ctl_test; do
+	if [ ! -x "$bindir/$prog" ]; then
+		note "$bindir/$prog is missing: run 'make tools'"
+		problem=1
+	fi
+done
+if [ "$problem" = 1 ]; then
+	summary
+	exit 1
+fi
+
+rm -rf "$out"
+mkdir -p "$out" || { note "cannot create $out"; summary; exit 1; }
+
+cd "$repo" || exit 1
+bash "$here/vm/run-vm.sh" --timeout "$timeout" --out "$out" -- \
+	bash "$here/in_vm.sh" "$bindir"
+vm_rc=$?
+case $vm_rc in
+0)	;;
+3)	note "the kernel log shows a warning: see $out/dmesg.log"
+	problem=1 ;;
+124)	note "the VM timed out after $timeout s"
+	problem=1 ;;
+*)	note "the VM failed (status $vm_rc): see $out/console.log"
+	problem=1 ;;
+esac
+
+# Count every result line; a program that died early is missing results
+# from its plan, and those count as failed.
+shopt -s nullglob
+taps=("$out"/*.tap)
+for tap in "${taps[@]}"; do
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\).*/\1/p' "$tap" | head -n 1)
+	p=$(grep -cE '^ok [0-9]+' "$tap")
+	s=$(grep -cE '^ok [0-9]+.*# SKIP' "$tap")
+	f=$(grep -cE '^not ok [0-9]+' "$tap")
+	p=$((p - s))
+	if [ -z "$plan" ]; then
+		note "${tap##*/}: no TAP plan"
+		f=$((f + 1))
+	elif [ $((p + s + f)) -lt "$plan" ]; then
+		note "${tap##*/}: $((plan - p - s - f)) of $plan results missing"
+		f=$((plan - p - s))
+	fi
+	[ "$f" -eq 0 ] || note "${tap##*/}: $f failed"
+	passed=$((passed + p))
+	failed=$((failed + f))
+	skipped=$((skipped + s))
+done
+if [ "${#taps[@]}" -eq 0 ]; then
+	note "no results in $out"
+	problem=1
+fi
+if [ $((passed + failed)) -eq 0 ]; then
+	note "no test ran"
+	problem=1
+fi
+
+summary
+[ "$failed" -eq 0 ] && [ "$problem" = 0 ]
