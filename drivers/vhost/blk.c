@@ -869,11 +869,13 @@ static void vhost_blk_done_work(struct vhost_work *work)
 	mutex_unlock(&vq->mutex);
 }
 
+/* Why a busy poll ended; the values appear in vhost_blk_poll_end. */
 enum vhost_blk_poll_outcome {
-	VHOST_BLK_POLL_TIMEOUT,
-	VHOST_BLK_POLL_REQUEST,
-	VHOST_BLK_POLL_COMPLETION,
-	VHOST_BLK_POLL_YIELD,
+	VHOST_BLK_POLL_TIMEOUT,		/* window over: sleep */
+	VHOST_BLK_POLL_REQUEST,		/* the guest added a request */
+	VHOST_BLK_POLL_COMPLETION,	/* done_work is queued: requeue */
+	VHOST_BLK_POLL_YIELD,		/* other work or need_resched: requeue */
+	VHOST_BLK_POLL_SIGNAL,		/* the owner is dying: sleep */
 };
 
 /*
@@ -905,22 +907,26 @@ static u64 vhost_blk_poll_window(struct vhost_blk_vq *bvq)
 }
 
 /*
- * Poll an empty ring, guest kicks still disabled, for at most the queue's
- * window.  Stop at once when the worker has other work (completions
- * included), the scheduler wants the CPU or a signal is pending.
+ * Poll an empty ring, guest kicks still disabled, until the queue's window
+ * has passed since the ring ran dry (idle_since_ns).  Stop at once when
+ * the worker has other work (completions included), the scheduler wants
+ * the CPU or a signal is pending.  The caller requeues itself for the
+ * first two, and the window still counts from idle_since_ns afterwards,
+ * so the total time polled per idle period stays bounded.
  */
 static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
 {
 	struct vhost_virtqueue *vq = &bvq->vq;
 	u64 window = vhost_blk_poll_window(bvq);
 	enum vhost_blk_poll_outcome outcome;
-	u64 start, now;
-
-	if (!window)
-		return VHOST_BLK_POLL_TIMEOUT;
+	u64 start, now, deadline;
 
 	start = local_clock();
-	trace_vhost_blk_poll_start(bvq->index, window);
+	deadline = bvq->idle_since_ns + window;
+	if (!window || start >= deadline)
+		return VHOST_BLK_POLL_TIMEOUT;
+
+	trace_vhost_blk_poll_start(bvq->index, deadline - start);
 	for (;;) {
 		if (!vhost_vq_avail_empty(vq->dev, vq)) {
 			outcome = VHOST_BLK_POLL_REQUEST;
@@ -932,12 +938,16 @@ static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
 				  VHOST_BLK_POLL_COMPLETION;
 			break;
 		}
-		if (need_resched() || signal_pending(current)) {
+		if (need_resched()) {
 			outcome = VHOST_BLK_POLL_YIELD;
 			break;
 		}
+		if (signal_pending(current)) {
+			outcome = VHOST_BLK_POLL_SIGNAL;
+			break;
+		}
 		now = local_clock();
-		if (now - start >= window) {
+		if (now >= deadline) {
 			outcome = VHOST_BLK_POLL_TIMEOUT;
 			break;
 		}
@@ -974,13 +984,14 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 
 	trace_vhost_blk_kick(bvq->index, !bvq->requeued);
 	if (!bvq->requeued) {
+		/* The guest ended an idle period: its length tunes polling. */
 		bvq->stats.kicks++;
 		if (bvq->idle_since_ns && bvq->poll_adaptive)
 			vhost_blk_poll_adapt(bvq, local_clock() -
 					     bvq->idle_since_ns);
+		bvq->idle_since_ns = 0;
 	}
 	bvq->requeued = false;
-	bvq->idle_since_ns = 0;
 
 	vhost_disable_notify(&blk->dev, vq);
 	used = vq->last_used_idx;
@@ -997,11 +1008,12 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 			poll = vhost_blk_poll(bvq);
 			if (poll == VHOST_BLK_POLL_REQUEST)
 				continue;
-			if (poll == VHOST_BLK_POLL_COMPLETION) {
+			if (poll == VHOST_BLK_POLL_COMPLETION ||
+			    poll == VHOST_BLK_POLL_YIELD) {
 				/*
-				 * Let done_work answer, then poll on with
-				 * kicks still off: a guest that keeps the
-				 * ring busy need not kick again.
+				 * Let done_work (or whoever) run, then poll
+				 * on with kicks still off: a guest that keeps
+				 * the ring busy need not kick again.
 				 */
 				bvq->requeued = true;
 				vhost_poll_queue(&vq->poll);

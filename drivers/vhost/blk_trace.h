@@ -95,7 +95,7 @@ TRACE_EVENT(vhost_blk_poll_start,
 	TP_printk("vq=%u window_ns=%llu", __entry->vq, __entry->window_ns)
 );
 
-/* outcome: 0 timed out, 1 request, 2 completion, 3 other work or resched */
+/* outcome: see enum vhost_blk_poll_outcome */
 TRACE_EVENT(vhost_blk_poll_end,
 	TP_PROTO(unsigned int vq, u64 ns, int outcome),
 	TP_ARGS(vq, ns, outcome),
@@ -112,7 +112,8 @@ TRACE_EVENT(vhost_blk_poll_end,
 	TP_printk("vq=%u ns=%llu %s", __entry->vq, __entry->ns,
 		  __print_symbolic(__entry->outcome,
 				   { 0, "timeout" }, { 1, "request" },
-				   { 2, "completion" }, { 3, "yield" }))
+				   { 2, "completion" }, { 3, "yield" },
+				   { 4, "signal" }))
 );
 
 #endif /* _VHOST_BLK_TRACE_H */
