@@ -11,6 +11,7 @@
 #ifndef VBLK_TEST_H
 #define VBLK_TEST_H
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>

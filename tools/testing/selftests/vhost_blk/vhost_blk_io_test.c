@@ -773,6 +773,212 @@ TEST_F(vhost_blk, get_lifetime_is_unsupp)
 		      VIRTIO_BLK_S_UNSUPP, 1, "GET_LIFETIME");
 }
 
+TEST_F(vhost_blk, data_in_the_wrong_direction_is_ioerr)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	uint8_t buf[4096];
+	uint64_t seed;
+
+	seed = new_seed(e);
+	pattern_fill(buf, sizeof(buf), seed, 2100 * SECTOR);
+	write_ok(_metadata, e, vq, 2100, buf, sizeof(buf), NULL);
+
+	/* A read whose buffer the device may not write... */
+	expect_result(_metadata,
+		      xfer_dir(_metadata, e, vq, VIRTIO_BLK_T_IN, BLK_DIR_OUT,
+			       2100, buf, sizeof(buf), NULL),
+		      VIRTIO_BLK_S_IOERR, 1, "read into a readable buffer");
+	/* ... and a write whose buffer it may not read. */
+	memset(buf, 0, sizeof(buf));
+	expect_result(_metadata,
+		      xfer_dir(_metadata, e, vq, VIRTIO_BLK_T_OUT, BLK_DIR_IN,
+			       2100, buf, sizeof(buf), NULL),
+		      VIRTIO_BLK_S_IOERR, 1, "write from a writable buffer");
+	verify_pattern(_metadata, e, vq, 2100, sizeof(buf), seed);
+}
+
+TEST_F_TIMEOUT(vhost_blk, max_segments_per_request_round_trip, 60)
+{
+	static uint32_t seg[VHOST_BLK_SEG_MAX];
+	struct env *e = &self->e;
+	struct layout lo = {
+		.flags = BLK_REQ_INDIRECT, .nseg = VHOST_BLK_SEG_MAX,
+		.seg = seg,
+	};
+	struct layout odd = lo;
+	unsigned int i;
+
+	/* Header, 1022 data segments and status: 1024 descriptors. */
+	env_reopen(_metadata, e, 1, VHOST_BLK_SEG_MAX + 2, 0);
+	for (i = 0; i < VHOST_BLK_SEG_MAX; i++)
+		seg[i] = 512;
+	rw_verify(_metadata, e, &e->dev.vq[0], 2200,
+		  VHOST_BLK_SEG_MAX * 512, &lo, NULL);
+	rw_verify(_metadata, e, &e->dev.vq[0], 3300,
+		  VHOST_BLK_SEG_MAX * 512, NULL, &lo);
+	/* Unaligned segment lengths: 511 + 513 + 511 + ... */
+	for (i = 0; i < VHOST_BLK_SEG_MAX; i++)
+		seg[i] = i & 1 ? 513 : 511;
+	rw_verify(_metadata, e, &e->dev.vq[0], 4400,
+		  VHOST_BLK_SEG_MAX * 512, &odd, &odd);
+}
+
+/* A DISCARD / WRITE_ZEROES / SECURE_ERASE request over @n ranges. */
+static struct result ranges(struct __test_metadata *_metadata, struct env *e,
+			    struct vq *vq, uint32_t type,
+			    const struct virtio_blk_discard_write_zeroes *r,
+			    unsigned int n, size_t extra)
+{
+	size_t len = n * sizeof(*r) + extra;
+	uint8_t *buf = xmalloc(_metadata, len);
+	struct result res;
+
+	memset(buf, 0, len);
+	memcpy(buf, r, n * sizeof(*r));
+	res = xfer(_metadata, e, vq, type, 0, buf, len, NULL);
+	free(buf);
+	return res;
+}
+
+static struct virtio_blk_discard_write_zeroes range(uint64_t sector,
+						    uint32_t n,
+						    uint32_t flags)
+{
+	struct virtio_blk_discard_write_zeroes r = {
+		.sector = htole64(sector),
+		.num_sectors = htole32(n),
+		.flags = htole32(flags),
+	};
+
+	return r;
+}
+
+TEST_F(vhost_blk, write_zeroes_zeroes_exactly_the_ranges)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	struct virtio_blk_discard_write_zeroes r[3];
+	size_t len = 64 * SECTOR;
+	uint8_t *want = xmalloc(_metadata, len), *got = xmalloc(_metadata, len);
+	uint64_t base = 5500;
+
+	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_WRITE_ZEROES));
+	pattern_fill(want, len, new_seed(e), base * SECTOR);
+	write_ok(_metadata, e, vq, base, want, len, NULL);
+
+	r[0] = range(base + 8, 8, 0);
+	r[1] = range(base + 32, 16, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+	r[2] = range(base + 63, 1, 0);
+	expect_result(_metadata,
+		      ranges(_metadata, e, vq, VIRTIO_BLK_T_WRITE_ZEROES, r, 3,
+			     0),
+		      VIRTIO_BLK_S_OK, 1, "WRITE_ZEROES over 3 ranges");
+	memset(want + 8 * SECTOR, 0, 8 * SECTOR);
+	memset(want + 32 * SECTOR, 0, 16 * SECTOR);
+	memset(want + 63 * SECTOR, 0, SECTOR);
+	read_ok(_metadata, e, vq, base, got, len, NULL);
+	expect_same(_metadata, want, got, len, "after WRITE_ZEROES");
+	free(want);
+	free(got);
+}
+
+TEST_F(vhost_blk, write_zeroes_bad_ranges_are_rejected)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	struct virtio_blk_discard_write_zeroes r[VHOST_BLK_MAX_DISCARD_SEG + 1];
+	const uint32_t wz = VIRTIO_BLK_T_WRITE_ZEROES;
+	uint8_t buf[4096];
+	uint64_t seed;
+	unsigned int i;
+
+	seed = new_seed(e);
+	pattern_fill(buf, sizeof(buf), seed, 5600 * SECTOR);
+	write_ok(_metadata, e, vq, 5600, buf, sizeof(buf), NULL);
+
+	r[0] = range(e->sectors - 4, 8, 0);
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
+		      VIRTIO_BLK_S_IOERR, 1, "range running past the end");
+	r[0] = range(e->sectors, 1, 0);
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
+		      VIRTIO_BLK_S_IOERR, 1, "range starting at the end");
+	r[0] = range(~0ULL - 3, 8, 0);
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
+		      VIRTIO_BLK_S_IOERR, 1, "range wrapping around");
+	r[0] = range(5600, VHOST_BLK_MAX_DISCARD_SECTORS + 1, 0);
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
+		      VIRTIO_BLK_S_IOERR, 1, "range over the size limit");
+	/* A good range and a bad one: nothing is done. */
+	r[0] = range(5600, 8, 0);
+	r[1] = range(e->sectors, 8, 0);
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 2, 0),
+		      VIRTIO_BLK_S_IOERR, 1, "good range, then a bad one");
+	r[1] = range(5600, 8, 2);
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 2, 0),
+		      VIRTIO_BLK_S_UNSUPP, 1, "reserved flag");
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 8),
+		      VIRTIO_BLK_S_IOERR, 1, "table of 24 bytes");
+	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 0, 0),
+		      VIRTIO_BLK_S_IOERR, 1, "no table");
+	for (i = 0; i <= VHOST_BLK_MAX_DISCARD_SEG; i++)
+		r[i] = range(5600, 1, 0);
+	expect_result(_metadata,
+		      ranges(_metadata, e, vq, wz, r,
+			     VHOST_BLK_MAX_DISCARD_SEG + 1, 0),
+		      VIRTIO_BLK_S_UNSUPP, 1, "too many ranges");
+	verify_pattern(_metadata, e, vq, 5600, sizeof(buf), seed);
+}
+
+TEST_F(vhost_blk, discard_is_done_or_unsupported)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	const uint32_t dc = VIRTIO_BLK_T_DISCARD;
+	struct virtio_blk_discard_write_zeroes r[1];
+	uint8_t buf[4096];
+	struct result res;
+
+	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_DISCARD));
+	pattern_fill(buf, sizeof(buf), new_seed(e), 5700 * SECTOR);
+	write_ok(_metadata, e, vq, 5700, buf, sizeof(buf), NULL);
+
+	r[0] = range(5700, 8, 0);
+	res = ranges(_metadata, e, vq, dc, r, 1, 0);
+	ASSERT_EQ(1U, res.used);
+	ASSERT_TRUE(res.status == VIRTIO_BLK_S_OK ||
+		    res.status == VIRTIO_BLK_S_UNSUPP)
+		TH_LOG("DISCARD: status %s", blk_status_name(res.status));
+	if (res.status == VIRTIO_BLK_S_UNSUPP) {
+		TH_LOG("%s cannot discard", e->path);
+		return;
+	}
+	/* UNMAP means nothing for DISCARD: a reserved flag. */
+	r[0] = range(5700, 8, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+	expect_result(_metadata, ranges(_metadata, e, vq, dc, r, 1, 0),
+		      VIRTIO_BLK_S_UNSUPP, 1, "DISCARD with UNMAP");
+	r[0] = range(e->sectors - 4, 8, 0);
+	expect_result(_metadata, ranges(_metadata, e, vq, dc, r, 1, 0),
+		      VIRTIO_BLK_S_IOERR, 1, "DISCARD past the end");
+	/* The disk still works around a discarded area. */
+	rw_verify(_metadata, e, vq, 5700, 4096, NULL, NULL);
+}
+
+TEST_F(vhost_blk, secure_erase_without_the_feature_is_unsupp)
+{
+	struct env *e = &self->e;
+	struct virtio_blk_discard_write_zeroes r[1] = { range(5800, 8, 0) };
+	uint64_t f = 0;
+
+	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
+	if (f & VBLK_F(VIRTIO_BLK_F_SECURE_ERASE))
+		SKIP(return, "%s supports secure erase", e->path);
+	expect_result(_metadata,
+		      ranges(_metadata, e, &e->dev.vq[0],
+			     VIRTIO_BLK_T_SECURE_ERASE, r, 1, 0),
+		      VIRTIO_BLK_S_UNSUPP, 1, "SECURE_ERASE");
+}
+
 TEST_F_TIMEOUT(vhost_blk, every_queue_serves_the_same_disk, 60)
 {
 	enum { PER_Q = 8 };
