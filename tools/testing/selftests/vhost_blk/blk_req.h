@@ -24,14 +24,21 @@
 #define BLK_HDR_SIZE		((unsigned int)sizeof(struct virtio_blk_outhdr))
 #define BLK_STATUS_UNSET	0xff	/* status byte before completion */
 
+/*
+ * Layout flags.
+ * BLK_REQ_INDIRECT: the whole chain in an indirect table.
+ * BLK_REQ_DATA_IN_HDR: the first data segment in the header's (last)
+ *	descriptor; needs device-readable data.
+ * BLK_REQ_DATA_IN_STATUS: the last data segment in the status descriptor;
+ *	needs device-writable data.
+ * BLK_REQ_ZERO_LEN: a zero-length descriptor before every descriptor and
+ *	one at the end.
+ */
 enum {
-	BLK_REQ_INDIRECT	= 1 << 0, /* whole chain in an indirect table */
-	BLK_REQ_DATA_IN_HDR	= 1 << 1, /* 1st data segment in the header's
-					   * (last) descriptor; readable data */
-	BLK_REQ_DATA_IN_STATUS	= 1 << 2, /* last data segment in the status
-					   * descriptor; writable data */
-	BLK_REQ_ZERO_LEN	= 1 << 3, /* zero-length descriptor before
-					   * every descriptor and at the end */
+	BLK_REQ_INDIRECT	= 1 << 0,
+	BLK_REQ_DATA_IN_HDR	= 1 << 1,
+	BLK_REQ_DATA_IN_STATUS	= 1 << 2,
+	BLK_REQ_ZERO_LEN	= 1 << 3,
 };
 
 enum blk_dir {

@@ -249,6 +249,7 @@ int vq_kick_force(struct vq *vq)
 		return -err;
 	}
 	vq->kicks++;
+	vq->kicked_idx = vq->avail_idx;
 	return 1;
 }
 
@@ -257,8 +258,10 @@ int vq_kick(struct vq *vq)
 	uint16_t old = vq->kicked_idx, new = vq->avail_idx;
 	bool need;
 
-	/* The avail index store must be visible before we read the
-	 * device's suppression state (virtio_ring.c: virtio_mb()). */
+	/*
+	 * The avail index store must be visible before we read the
+	 * device's suppression state (virtio_ring.c: virtio_mb()).
+	 */
 	vq_mb();
 	vq->kicked_idx = new;
 	if (vq->event_idx)

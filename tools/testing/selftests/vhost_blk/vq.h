@@ -132,6 +132,7 @@ void vq_publish(struct vq *vq, uint16_t head);
  * !VRING_USED_F_NO_NOTIFY).  Returns 1 kicked, 0 suppressed, -errno.
  */
 int vq_kick(struct vq *vq);
+/* Kick unconditionally; returns 1 or -errno. */
 int vq_kick_force(struct vq *vq);
 
 /* Take one used element: 1 taken, 0 none. */
