@@ -22,7 +22,8 @@ die() { log "error: $*"; exit 1; }
 
 # Host tools: compiler, VM, initramfs, I/O tools used by tests and bench.
 host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
-	kmod xz-utils fio e2fsprogs util-linux perl gnuplot-nox liburing-dev"
+	kmod xz-utils fio e2fsprogs util-linux perl gnuplot-nox liburing-dev
+	linux-perf"
 
 have_all() {
 	local p

@@ -96,4 +96,8 @@ for name in brd nullb ext4; do
 	fi
 done
 rm -f "$errs"
+
+# The tracepoints through perf, on brd.
+bash "$(dirname "$0")/perf_check.sh" "$bindir" /dev/ram0 >"$out/perf.tap" 2>&1
+note "perf: $(grep -c '^ok' "$out/perf.tap") of 4 ok"
 exit 0
