@@ -56,6 +56,8 @@ enum {
 				     (1ULL << VIRTIO_BLK_F_SECURE_ERASE),
 };
 
+/* The most queues a device can have (virtio_blk_config.num_queues). */
+#define VHOST_BLK_MAX_QUEUES	256U
 /* Requests one worker run may take from one ring before it yields. */
 #define VHOST_BLK_WEIGHT	256
 /*
@@ -111,7 +113,15 @@ struct vhost_blk {
 	struct vhost_blk_backend *backend;
 	/* Requests submitted whose I/O has not ended yet. */
 	atomic_t inflight;
-	struct vhost_blk_vq vqs[];
+	/*
+	 * The queues, and dev itself, are set up by the first ioctl that
+	 * needs them (or VHOST_BLK_SET_NUM_QUEUES), under init_mutex: the
+	 * vhost core allocates every queue's state at VHOST_SET_OWNER, so
+	 * a VMM using few queues should not pay for max_queues of them.
+	 */
+	struct mutex init_mutex;
+	bool ready;
+	struct vhost_blk_vq *vqs;
 };
 
 struct vhost_blk_req {
@@ -1421,18 +1431,25 @@ out:
 	return ret;
 }
 
-static int vhost_blk_open(struct inode *inode, struct file *f)
+static unsigned int vhost_blk_max_queues(void)
+{
+	return clamp(max_queues, 1U, VHOST_BLK_MAX_QUEUES);
+}
+
+/* Create @nvqs queues and the vhost device, once. */
+static int vhost_blk_init_vqs(struct vhost_blk *blk, unsigned int nvqs)
 {
 	struct vhost_virtqueue **vqs;
-	struct vhost_blk *blk;
-	int i, nvqs = clamp(max_queues, 1U, 256U);
+	unsigned int i;
 
-	blk = kvzalloc(struct_size(blk, vqs, nvqs), GFP_KERNEL_ACCOUNT);
-	if (!blk)
+	lockdep_assert_held(&blk->init_mutex);
+	blk->vqs = kvcalloc(nvqs, sizeof(*blk->vqs), GFP_KERNEL_ACCOUNT);
+	if (!blk->vqs)
 		return -ENOMEM;
 	vqs = kmalloc_array(nvqs, sizeof(*vqs), GFP_KERNEL_ACCOUNT);
 	if (!vqs) {
-		kvfree(blk);
+		kvfree(blk->vqs);
+		blk->vqs = NULL;
 		return -ENOMEM;
 	}
 
@@ -1444,9 +1461,54 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 		init_llist_head(&blk->vqs[i].done_list);
 		vhost_work_init(&blk->vqs[i].done_work, vhost_blk_done_work);
 	}
-	atomic_set(&blk->inflight, 0);
 	vhost_dev_init(&blk->dev, vqs, nvqs, UIO_MAXIOV, VHOST_BLK_WEIGHT,
 		       VHOST_BLK_BYTE_WEIGHT, true, NULL);
+	/* Pairs with smp_load_acquire() in vhost_blk_get_ready(). */
+	smp_store_release(&blk->ready, true);
+	return 0;
+}
+
+/* The device with its queues, creating max_queues of them if need be. */
+static int vhost_blk_get_ready(struct vhost_blk *blk)
+{
+	int ret = 0;
+
+	/* Pairs with smp_store_release() in vhost_blk_init_vqs(). */
+	if (smp_load_acquire(&blk->ready))
+		return 0;
+	mutex_lock(&blk->init_mutex);
+	if (!blk->ready)
+		ret = vhost_blk_init_vqs(blk, vhost_blk_max_queues());
+	mutex_unlock(&blk->init_mutex);
+	return ret;
+}
+
+static long vhost_blk_set_num_queues(struct vhost_blk *blk,
+				     u32 __user *argp)
+{
+	u32 nvqs;
+	long ret;
+
+	if (get_user(nvqs, argp))
+		return -EFAULT;
+	if (!nvqs || nvqs > vhost_blk_max_queues())
+		return -EINVAL;
+
+	mutex_lock(&blk->init_mutex);
+	ret = blk->ready ? -EBUSY : vhost_blk_init_vqs(blk, nvqs);
+	mutex_unlock(&blk->init_mutex);
+	return ret;
+}
+
+static int vhost_blk_open(struct inode *inode, struct file *f)
+{
+	struct vhost_blk *blk;
+
+	blk = kzalloc(sizeof(*blk), GFP_KERNEL_ACCOUNT);
+	if (!blk)
+		return -ENOMEM;
+	mutex_init(&blk->init_mutex);
+	atomic_set(&blk->inflight, 0);
 	f->private_data = blk;
 	return 0;
 }
@@ -1454,6 +1516,9 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 static int vhost_blk_release(struct inode *inode, struct file *f)
 {
 	struct vhost_blk *blk = f->private_data;
+
+	if (!blk->ready)
+		goto free;
 
 	mutex_lock(&blk->dev.mutex);
 	vhost_blk_stop_vqs(blk);
@@ -1465,7 +1530,10 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_cleanup(&blk->dev);
 	kfree(blk->dev.vqs);
-	kvfree(blk);
+	kvfree(blk->vqs);
+free:
+	mutex_destroy(&blk->init_mutex);
+	kfree(blk);
 	return 0;
 }
 
@@ -1477,6 +1545,12 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 	struct vhost_vring_file backend;
 	u64 features;
 	long ret;
+
+	if (ioctl == VHOST_BLK_SET_NUM_QUEUES)
+		return vhost_blk_set_num_queues(blk, argp);
+	ret = vhost_blk_get_ready(blk);
+	if (ret)
+		return ret;
 
 	switch (ioctl) {
 	case VHOST_BLK_SET_BACKEND:

@@ -65,6 +65,15 @@
 #define VHOST_BLK_GET_CONFIG	_IOR(VHOST_VIRTIO, 0xFB, struct virtio_blk_config)
 
 /*
+ * VHOST_BLK_SET_NUM_QUEUES - how many virtqueues this device has, from 1 to
+ * the module's max_queues.  Optional; if used, it must be the first ioctl
+ * on the file (EBUSY afterwards), because the vhost core allocates the
+ * state of every queue at VHOST_SET_OWNER.  Without it the device has
+ * max_queues queues.  EINVAL for 0 or more than max_queues.
+ */
+#define VHOST_BLK_SET_NUM_QUEUES	_IOW(VHOST_VIRTIO, 0xFA, __u32)
+
+/*
  * Per-queue counters.  Each counts since the device was opened (or since
  * the last read with VHOST_BLK_STATS_RESET).
  */

@@ -492,6 +492,53 @@ TEST_F(fastpath, inflight_high_water_mark_counts_posted_requests)
 		blk_req_free(&req[i]);
 }
 
+/* A device that asked for 2 queues has 2, and no state for more. */
+TEST_F(fastpath, set_num_queues_sizes_the_device)
+{
+	struct vhost_vring_state num = { .index = 2, .num = 64 };
+	struct vhost_vring_file be = { .fd = self->e.backend_fd };
+	struct virtio_blk_config cfg;
+	uint32_t n = 2;
+	int fd;
+
+	fd = open(VBLK_DEV_PATH, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_BLK_SET_NUM_QUEUES, &n));
+	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_SET_OWNER, NULL));
+	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_BLK_SET_BACKEND, &be));
+	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_BLK_GET_CONFIG, &cfg));
+	ASSERT_EQ(2, cfg.num_queues);
+	/* Queue 2 does not exist (the vhost core says ENOBUFS). */
+	ASSERT_EQ(-1, ioctl(fd, VHOST_SET_VRING_NUM, &num));
+	ASSERT_EQ(ENOBUFS, errno);
+	num.index = 1;
+	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_SET_VRING_NUM, &num));
+	close(fd);
+}
+
+TEST_F(fastpath, set_num_queues_only_first_and_in_range)
+{
+	uint32_t n = 0;
+	int fd;
+
+	fd = open(VBLK_DEV_PATH, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(-1, ioctl(fd, VHOST_BLK_SET_NUM_QUEUES, &n));
+	ASSERT_EQ(EINVAL, errno);
+	n = 100000;
+	ASSERT_EQ(-1, ioctl(fd, VHOST_BLK_SET_NUM_QUEUES, &n));
+	ASSERT_EQ(EINVAL, errno);
+	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_SET_OWNER, NULL));
+	n = 1;
+	ASSERT_EQ(-1, ioctl(fd, VHOST_BLK_SET_NUM_QUEUES, &n));
+	ASSERT_EQ(EBUSY, errno);
+	close(fd);
+	/* Closing a device that never got past open is fine too. */
+	fd = open(VBLK_DEV_PATH, O_RDWR);
+	ASSERT_LE(0, fd);
+	close(fd);
+}
+
 static int write_file(const char *path, const char *s)
 {
 	int fd = open(path, O_WRONLY | O_TRUNC);
