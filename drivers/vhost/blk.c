@@ -9,11 +9,13 @@
  * queues work: the worker writes status bytes and the used ring in batches
  * and signals the guest once per batch.
  *
- * Locking: vhost_dev.mutex, then vhost_virtqueue.mutex (the vhost core's
- * order).  vhost_blk.backend is under dev.mutex.  Everything in a
- * vhost_blk_vq (the backend pointer of vhost_vq_get_backend(), the
- * done_list consumer, the serial) is under that vq's mutex.  Nothing here is touched in IRQ
- * context except atomics, llists and vhost_vq_work_queue().
+ * Locking: vhost_blk.init_mutex (only until the queues exist), then
+ * vhost_dev.mutex, then vhost_virtqueue.mutex (the vhost core's order).
+ * vhost_blk.backend is under dev.mutex.  Everything in a vhost_blk_vq (the
+ * backend pointer of vhost_vq_get_backend(), the done_list consumer, the
+ * serial, the counters and the polling state) is under that vq's mutex.
+ * I/O completion, which may run in IRQ context, touches only atomics,
+ * llists and vhost_vq_work_queue().
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
@@ -504,6 +506,7 @@ static void vhost_blk_account(struct vhost_blk_vq *bvq, u16 head, u32 type,
 {
 	struct vhost_blk_vring_stats *st = &bvq->stats;
 
+	lockdep_assert_held(&bvq->vq.mutex);
 	trace_vhost_blk_req_complete(bvq->index, head, type, sector, len,
 				     status);
 	if (status == VIRTIO_BLK_S_UNSUPP) {
