@@ -1,0 +1,119 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build what the nested guest of the end-to-end test boots, on the host,
+# into $BUILD/bridge-e2e (never committed):
+#
+#   bzImage    a minimal kernel: 'make tinyconfig' + guest-kernel.config,
+#              from the linux-source-6.12 package scripts/deps.sh fetched
+#              (unpacked once, about 20 s; built once, about 7 min on 2 CPUs)
+#   tools.img  a read-only ext4 root: busybox, fio, mke2fs, e2fsck and the
+#              shared libraries ldd lists, the fio job file and guest-init.sh
+#              as /init (rebuilt in seconds when one of them changes)
+#
+# Each is rebuilt only when its inputs change.  Prints the two paths.
+set -euo pipefail
+
+e2e_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$e2e_dir/../../.." && pwd)
+BUILD=${BUILD:-$repo/build}
+out=$BUILD/bridge-e2e
+me=build-guest
+
+msg() { printf '%s: %s\n' "$me" "$*" >&2; }
+die() { msg "error: $*"; exit 1; }
+
+mkdir -p "$out"
+for tool in make gcc flex bison bc mke2fs busybox ldd sha256sum fio e2fsck; do
+	command -v "$tool" >/dev/null ||
+		die "$tool not found (packages: build-essential flex bison bc libelf-dev busybox-static fio e2fsprogs)"
+done
+[ -f /usr/include/libelf.h ] || die "libelf.h not found: install libelf-dev"
+
+# ------------------------------------------------------------------ kernel
+
+deb=$(ls "$BUILD"/dl/linux-source-6.12_*_all.deb 2>/dev/null | sort -V | tail -n 1)
+[ -n "$deb" ] || die "no $BUILD/dl/linux-source-6.12_*_all.deb: run 'make deps'"
+src=$out/linux-source-6.12
+kbuild=$out/kbuild
+bzimage=$out/bzImage
+key=$( { echo "format 1"; basename "$deb"; cat "$e2e_dir/guest-kernel.config"; } |
+	sha256sum | cut -d' ' -f1)
+
+if [ ! -f "$bzimage" ] || [ "$(cat "$bzimage.key" 2>/dev/null)" != "$key" ]; then
+	if [ ! -f "$src/Makefile" ] || [ "$(cat "$src/.deb" 2>/dev/null)" != "$(basename "$deb")" ]; then
+		msg "unpacking $(basename "$deb") into $src"
+		rm -rf "$src" "$kbuild"
+		(cd "$out" && dpkg-deb --fsys-tarfile "$deb" |
+			tar -xO ./usr/src/linux-source-6.12.tar.xz | tar -xJ) ||
+			die "cannot unpack the kernel source from $deb"
+		basename "$deb" >"$src/.deb"
+	fi
+	msg "configuring the guest kernel (tinyconfig + guest-kernel.config)"
+	mkdir -p "$kbuild"
+	make -s -C "$src" O="$kbuild" ARCH=x86_64 tinyconfig >"$out/kconfig.log" 2>&1 ||
+		die "make tinyconfig failed, see $out/kconfig.log"
+	"$src/scripts/kconfig/merge_config.sh" -m -O "$kbuild" "$kbuild/.config" \
+		"$e2e_dir/guest-kernel.config" >>"$out/kconfig.log" 2>&1 ||
+		die "merge_config.sh failed, see $out/kconfig.log"
+	make -s -C "$src" O="$kbuild" ARCH=x86_64 olddefconfig >>"$out/kconfig.log" 2>&1 ||
+		die "make olddefconfig failed, see $out/kconfig.log"
+	missing=
+	while read -r line; do
+		case "$line" in CONFIG_*=y) ;; *) continue ;; esac
+		grep -qx "$line" "$kbuild/.config" || missing+=" ${line%=y}"
+	done <"$e2e_dir/guest-kernel.config"
+	[ -z "$missing" ] || die "the guest kernel config lacks:$missing"
+	msg "building the guest kernel (a few minutes; log in $out/kbuild.log)"
+	start=$(date +%s)
+	make -C "$src" O="$kbuild" ARCH=x86_64 -j"$(nproc)" bzImage >"$out/kbuild.log" 2>&1 ||
+		die "the guest kernel build failed, see $out/kbuild.log"
+	cp "$kbuild/arch/x86/boot/bzImage" "$bzimage"
+	echo "$key" >"$bzimage.key"
+	msg "guest kernel built in $(( $(date +%s) - start )) s"
+fi
+
+# ------------------------------------------------------------------ tools
+
+img=$out/tools.img
+bins="/usr/bin/fio /sbin/mke2fs /sbin/e2fsck"
+busybox=$(command -v busybox)
+libs=$(ldd $bins 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u)
+[ -n "$libs" ] || die "ldd found no libraries for $bins"
+# shellcheck disable=SC2086
+key=$( { echo "format 1"; sha256sum "$e2e_dir/guest-init.sh" "$e2e_dir/fio.job" \
+	"$busybox" $bins /etc/mke2fs.conf $libs; } | sha256sum | cut -d' ' -f1)
+
+if [ ! -f "$img" ] || [ "$(cat "$img.key" 2>/dev/null)" != "$key" ]; then
+	msg "building $img"
+	stage=$(mktemp -d "$out/stage.XXXXXX")
+	trap 'rm -rf "$stage"' EXIT
+	mkdir -p "$stage"/{bin,sbin,usr/bin,etc,proc,sys,dev,tmp,mnt,lib64}
+	cp "$busybox" "$stage/bin/busybox"
+	# Applets, except where a real tool of ours has the name (busybox has
+	# its own mke2fs).
+	real=" $(for b in $bins; do basename "$b"; done | tr '\n' ' ') "
+	for applet in $("$busybox" --list); do
+		case "$real" in *" $applet "*) continue ;; esac
+		case "$applet" in mkfs.ext*|mke2fs|e2fsck|fsck.ext*) continue ;; esac
+		[ -e "$stage/bin/$applet" ] || ln -s busybox "$stage/bin/$applet"
+	done
+	for f in $bins $libs /etc/mke2fs.conf; do
+		mkdir -p "$stage$(dirname "$f")"
+		cp -L "$f" "$stage$f"
+	done
+	# Debian's /lib is a symlink to usr/lib.
+	[ -L /lib ] && [ ! -e "$stage/lib" ] && ln -s usr/lib "$stage/lib"
+	cp "$e2e_dir/guest-init.sh" "$stage/init"
+	cp "$e2e_dir/fio.job" "$stage/etc/fio.job"
+	chmod 755 "$stage/init"
+	size_kb=$(( $(du -sk "$stage" | cut -f1) * 12 / 10 + 16384 ))
+	rm -f "$img.tmp"
+	mke2fs -q -t ext4 -L vbbtools -d "$stage" -E root_owner=0:0 \
+		"$img.tmp" "${size_kb}k" >&2 || die "mke2fs -d failed"
+	mv "$img.tmp" "$img"
+	echo "$key" >"$img.key"
+fi
+
+echo "$bzimage"
+echo "$img"

@@ -1,0 +1,119 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# /init of the nested guest of the vhost-blk-bridge end-to-end test (busybox
+# sh).  Its root is the read-only tools disk; /dev/vda is the disk served by
+# QEMU's vhost-user-blk-pci -> vhost-blk-bridge -> /dev/vhost-blk.
+#
+# Kernel parameters: vbb.mode=rw|reconnect|ro, vbb.serial=S,
+# vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes).  Every check prints
+#   VBB-E2E-RESULT <name> pass|fail [detail]
+# and every phase VBB-E2E-TIME <name> <seconds>; the last line is
+# VBB-E2E-DONE.  Then the guest powers off (reboot with QEMU -no-reboot).
+
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null	# (the kernel may have)
+mount -t tmpfs tmp /tmp
+
+arg() {
+	for w in $(cat /proc/cmdline); do
+		case "$w" in "$1"=*) echo "${w#*=}"; return ;; esac
+	done
+}
+now() { cut -d' ' -f1 /proc/uptime; }
+result() { echo "VBB-E2E-RESULT $1 $2 ${3:-}"; }
+check() {	# check NAME COMMAND...: pass if COMMAND succeeds
+	name=$1
+	shift
+	if "$@" >/tmp/out 2>&1; then
+		result "$name" pass
+	else
+		result "$name" fail "$(tail -n 3 /tmp/out | tr '\n' '|')"
+		sed 's/^/  | /' /tmp/out | tail -n 20
+	fi
+}
+phase_start() { t0=$(now); }
+phase_end() { echo "VBB-E2E-TIME $1 $(awk "BEGIN { print $(now) - $t0 }")"; }
+
+mode=$(arg vbb.mode)
+serial=$(arg vbb.serial)
+export VBB_DEV=/dev/vda
+export VBB_QD1_SIZE=$(arg vbb.qd1)
+export VBB_QD16_SIZE=$(arg vbb.qd16)
+echo "VBB-E2E-BOOTED $(now) mode=$mode"
+
+fio_run() {	# fio_run [fio options]: both jobs of /etc/fio.job
+	fio --output-format=normal "$@" /etc/fio.job
+}
+fio_summary() {	# the per-job lines of the last fio_run
+	grep -E '^(qd1|qd16): \(groupid|^  (read|write): IOPS' /tmp/out |
+		sed 's/^/  fio: /'
+}
+
+check serial test "$(cat /sys/block/vda/serial 2>&1)" = "$serial"
+
+case "$mode" in
+probe)
+	# Where the time goes: program start-up in the nested guest.
+	phase_start; fio --version; phase_end fio-version
+	phase_start; fio --version; phase_end fio-version-again
+	phase_start; /sbin/e2fsck -V; phase_end e2fsck-version
+	phase_start; busybox true; phase_end busybox-true
+	;;
+rw)
+	check writable test "$(cat /sys/block/vda/ro)" = 0
+	phase_start
+	check fio-qd1-qd16-write-verify fio_run
+	phase_end fio
+	fio_summary
+
+	phase_start
+	check mkfs /sbin/mke2fs -q -F -t ext4 /dev/vda 64M
+	check mount mount -t ext4 /dev/vda /mnt
+	mkfiles() {
+		dd if=/dev/urandom of=/mnt/random bs=64k count=64 &&
+		mkdir /mnt/tree &&
+		cp /usr/bin/fio /bin/busybox /sbin/mke2fs /mnt/tree/ &&
+		i=0 &&
+		while [ $i -lt 100 ]; do
+			echo "small file $i" >/mnt/tree/small.$i || return 1
+			i=$((i + 1))
+		done &&
+		(cd /mnt && find random tree -type f | sort | xargs sha256sum >SUMS) &&
+		sync
+	}
+	check files mkfiles
+	check umount umount /mnt
+	check fsck /sbin/e2fsck -fn /dev/vda
+	check remount-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
+	phase_end ext4
+	;;
+reconnect)
+	# Same bridge, new QEMU: what the first boot wrote is still there.
+	phase_start
+	check fio-reverify fio_run --verify_only
+	fio_summary
+	check fsck /sbin/e2fsck -fn /dev/vda
+	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
+	phase_end reconnect
+	;;
+ro)
+	phase_start
+	check read-only-flag test "$(cat /sys/block/vda/ro)" = 1
+	check write-refused sh -c '! dd if=/dev/zero of=/dev/vda bs=4096 count=1 oflag=direct conv=fsync'
+	check fio-reverify fio_run --verify_only
+	fio_summary
+	check fsck /sbin/e2fsck -fn /dev/vda
+	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
+	phase_end ro
+	;;
+*)
+	result mode fail "unknown vbb.mode '$mode'"
+	;;
+esac
+
+sync
+echo "VBB-E2E-DONE $(now)"
+reboot -f

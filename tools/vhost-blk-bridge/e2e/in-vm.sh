@@ -1,0 +1,237 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The end-to-end test of vhost-blk-bridge, run INSIDE the test VM (see
+# run.sh): /dev/vhost-blk is there, and so are the host's QEMU and fio.
+#
+#   1. vhost-blk-bridge serves a 256 MiB disk (a file on tmpfs, or /dev/ram0)
+#   2. boot 1 (rw): a nested QEMU guest with -device vhost-user-blk-pci
+#      checks the serial, runs fio write+verify at iodepth 1 and 16, mkfs,
+#      files, fsck, remount and checksums
+#   3. the image is checked from outside: e2fsck, the files' checksums,
+#      fio --verify_only of both regions
+#   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of it
+#   5. boot 3 (ro): the bridge again with --read-only; the guest sees a
+#      read-only disk, a write is refused, reads verify; the image does not
+#      change
+#
+# Prints a summary with the time of every phase; exit status 0 if all
+# passed.
+set -uo pipefail
+
+me=vbb-e2e
+e2e_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+kernel= tools= bridge= out= ko= backend=file queues=1 smp=1 guest_mem=256
+qd1=2m qd16=8m boot_timeout=600 poll_us=0 probe=0 loglevel=4
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kernel) kernel=$2; shift 2 ;;
+	--tools) tools=$2; shift 2 ;;
+	--bridge) bridge=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--ko) ko=$2; shift 2 ;;
+	--backend) backend=$2; shift 2 ;;
+	--queues) queues=$2; shift 2 ;;
+	--smp) smp=$2; shift 2 ;;
+	--qd1-size) qd1=$2; shift 2 ;;
+	--qd16-size) qd16=$2; shift 2 ;;
+	--boot-timeout) boot_timeout=$2; shift 2 ;;
+	--poll-us) poll_us=$2; shift 2 ;;
+	--probe) probe=1; loglevel=7; shift ;;
+	*) echo "$me: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+
+msg() { printf '%s: %s\n' "$me" "$*"; }
+die() { msg "error: $*"; exit 1; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+for f in "$kernel" "$tools" "$bridge"; do
+	[ -e "$f" ] || die "$f not found"
+done
+mkdir -p "$out" || die "cannot create $out"
+
+failures=0
+declare -a summary
+record() {	# record NAME pass|fail [detail]
+	summary+=("$(printf '%-28s %s %s' "$1" "$2" "${3:-}")")
+	[ "$2" = pass ] || failures=$((failures + 1))
+}
+timing() { summary+=("$(printf '%-28s %ss' "time:$1" "$2")"); }
+
+t_all=$(now)
+if [ -n "$ko" ]; then
+	modprobe vhost || die "modprobe vhost failed"
+	grep -q '^vhost_blk ' /proc/modules && rmmod vhost_blk
+	insmod "$ko" || die "insmod $ko failed"
+fi
+[ -c /dev/vhost-blk ] || die "/dev/vhost-blk does not exist (is vhost_blk.ko loaded?)"
+
+work=$(mktemp -d /tmp/vbb-e2e.XXXXXX)
+sock=$work/vbb.sock
+serial=vbb-e2e-$$
+case "$backend" in
+file)
+	disk=$work/disk.img
+	truncate -s 256M "$disk" || die "cannot create $disk"
+	;;
+brd)
+	disk=/dev/ram0
+	[ -b "$disk" ] || die "$disk does not exist"
+	dd if=/dev/zero of="$disk" bs=1M count=256 status=none oflag=direct ||
+		die "cannot clear $disk"
+	;;
+*)	die "--backend: file or brd, not $backend" ;;
+esac
+
+bridge_pid=
+start_bridge() {	# start_bridge LOG [options]
+	local log=$1 i
+
+	shift
+	rm -f "$sock"
+	"$bridge" --socket "$sock" --backend "$disk" --serial "$serial" \
+		--num-queues "$queues" --poll-us "$poll_us" "$@" >"$log" 2>&1 &
+	bridge_pid=$!
+	for i in $(seq 100); do
+		[ -S "$sock" ] && return 0
+		kill -0 "$bridge_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	sed 's/^/  bridge: /' "$log"
+	die "the bridge did not start (log: $log)"
+}
+
+stop_bridge() {	# stop_bridge NAME: SIGTERM, expect exit status 0
+	local rc
+
+	kill -TERM "$bridge_pid" 2>/dev/null
+	wait "$bridge_pid"
+	rc=$?
+	bridge_pid=
+	if [ "$rc" = 0 ]; then record "$1" pass; else record "$1" fail "exit status $rc"; fi
+}
+
+cleanup() {
+	[ -z "$bridge_pid" ] || kill -TERM "$bridge_pid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# boot MODE: one nested guest against the running bridge.
+boot() {
+	local mode=$1 log=$out/guest-$1.log t0 rc accel=tcg
+
+	[ "$smp" -gt 1 ] && accel=tcg,thread=multi
+	t0=$(now)
+	timeout -k 10 "$boot_timeout" qemu-system-x86_64 \
+		-nodefaults -no-user-config -display none -no-reboot -nic none \
+		-machine pc -accel "$accel" -cpu max -smp "$smp" -m "$guest_mem" \
+		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on" \
+		-numa node,memdev=mem \
+		-kernel "$kernel" \
+		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.qd1=$qd1 vbb.qd16=$qd16" \
+		-serial stdio \
+		-chardev "socket,id=vbb,path=$sock" \
+		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
+		-drive "file=$tools,if=none,id=tools,format=raw,readonly=on" \
+		-device virtio-blk-pci,drive=tools,addr=0x5 \
+		</dev/null >"$log" 2>&1
+	rc=$?
+	timing "boot-$mode(total)" "$(elapsed "$t0")"
+	[ "$rc" = 124 ] && record "boot-$mode" fail "timed out after $boot_timeout s"
+	if ! grep -q '^VBB-E2E-DONE' "$log"; then
+		record "boot-$mode" fail "no VBB-E2E-DONE (QEMU status $rc, log $log)"
+		tail -n 30 "$log" | sed 's/^/  guest: /'
+		return
+	fi
+	record "boot-$mode" pass "$(awk '/^VBB-E2E-BOOTED/ { printf "kernel+init %.1fs", $2 }' "$log")"
+	while read -r _ name res detail; do
+		[ -n "$name" ] || continue
+		record "$mode:$name" "$res" "$detail"
+	done <<<"$(grep '^VBB-E2E-RESULT' "$log")"
+	while read -r _ name secs; do
+		[ -n "$name" ] || continue
+		timing "$mode:$name" "$secs"
+	done <<<"$(grep '^VBB-E2E-TIME' "$log")"
+	grep -E '^  fio: ' "$log" | sed "s/^  fio: /  $mode fio: /"
+}
+
+# What the module counted, from the bridge's log.
+show_stats() {
+	grep ' stats ' "$1" | sed 's/^vhost-blk-bridge: /  /'
+}
+
+host_fio_verify() {
+	VBB_DEV=$disk VBB_QD1_SIZE=$qd1 VBB_QD16_SIZE=$qd16 \
+		fio --verify_only "$e2e_dir/fio.job" >"$out/host-fio.log" 2>&1
+}
+
+# ------------------------------------------------------------------ run
+
+msg "backend $disk ($backend), $queues queue(s), nested guest smp $smp, fio $qd1 at qd1 and $qd16 at qd16"
+
+if [ "$probe" = 1 ]; then
+	# Diagnostics only: one boot with the kernel log, start-up times.
+	start_bridge "$out/bridge-probe.log"
+	boot probe
+	stop_bridge bridge-probe-exit
+	printf '  %s\n' "${summary[@]}"
+	exit 0
+fi
+
+# Boot 1 and 2: one bridge, two frontends one after the other.
+start_bridge "$out/bridge-rw.log"
+boot rw
+boot reconnect
+stop_bridge bridge-rw-exit
+show_stats "$out/bridge-rw.log"
+grep -q 'error' "$out/bridge-rw.log" &&
+	record bridge-rw-log fail "errors in $out/bridge-rw.log" ||
+	record bridge-rw-log pass
+
+# The image, from outside the guest.
+t0=$(now)
+if e2fsck -fn "$disk" >"$out/host-fsck.log" 2>&1; then
+	record host:fsck pass
+else
+	record host:fsck fail "see $out/host-fsck.log"
+fi
+mkdir -p "$work/files"
+if debugfs -R "rdump / $work/files" "$disk" >"$out/host-debugfs.log" 2>&1 &&
+   (cd "$work/files" && sha256sum -c --quiet SUMS) >>"$out/host-debugfs.log" 2>&1; then
+	record host:files-checksums pass "$(wc -l <"$work/files/SUMS") files"
+else
+	record host:files-checksums fail "see $out/host-debugfs.log"
+fi
+if host_fio_verify; then
+	record host:fio-verify pass
+else
+	record host:fio-verify fail "see $out/host-fio.log"
+fi
+timing host-checks "$(elapsed "$t0")"
+
+# Boot 3: read-only.
+sum_before=$(sha256sum <"$disk")
+start_bridge "$out/bridge-ro.log" --read-only
+boot ro
+stop_bridge bridge-ro-exit
+show_stats "$out/bridge-ro.log"
+if [ "$(sha256sum <"$disk")" = "$sum_before" ]; then
+	record host:ro-image-unchanged pass
+else
+	record host:ro-image-unchanged fail "the image changed under --read-only"
+fi
+
+timing total "$(elapsed "$t_all")"
+echo
+msg "summary"
+printf '  %s\n' "${summary[@]}"
+if [ "$failures" = 0 ]; then
+	msg "all passed"
+	exit 0
+fi
+msg "$failures check(s) failed"
+exit 1
