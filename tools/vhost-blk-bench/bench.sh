@@ -38,9 +38,10 @@ Experiments:
   notify  (null_blk 280us) iodepth 1 on 1 queue and iodepth 64 on every
           queue, VIRTIO_RING_F_EVENT_IDX negotiated or not; vhost-blk and
           qemu-storage-daemon
-  poll    (null_blk 0us) iodepth 1, vhost-blk busy-poll timeout 0 1 2 4 8
-          16 32 64 128 us, 256 and 1024 us (an emulated guest answers
-          slower than 128 us), and adaptive (ceilings 32 and 128 us)
+  poll    (null_blk 0us, a blk-mq disk, and brd, a bio-based one)
+          iodepth 1, vhost-blk busy-poll timeout 0 1 2 4 8 16 32 64 128
+          us, 256 and 1024 us (an emulated guest answers slower than
+          128 us), and adaptive (ceilings 32 and 128 us)
 
 Options:
   --out DIR        where results go (default \$VHOST_BLK_VM_OUT)
@@ -223,7 +224,7 @@ for d in "${disks[@]}"; do
 		bench "$label" notify -d "$dev" -s "$sock" "${common[@]}" \
 			-b vhost-blk,vhost-user -q 64 -n all -e on,off
 	fi
-	if want poll && [ "$label" = "null_blk 0us" ]; then
+	if want poll && { [ "$label" = "null_blk 0us" ] || [ "$label" = brd ]; }; then
 		bench "$label" poll -d "$dev" "${common[@]}" -b vhost-blk -q 1 -n 1 \
 			-p 0,1,2,4,8,16,32,64,128,256,1024,adaptive:32,adaptive:128
 	fi

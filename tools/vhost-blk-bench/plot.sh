@@ -70,9 +70,10 @@ function slug(s) { gsub(/[^A-Za-z0-9]+/, "_", s); return s }
 	} else if (xp == "poll") {
 		p = get($0, "poll_us")
 		if (get($0, "poll_adaptive") == "true")
-			p = "adapt\\n<=" p
-		print ++np, "\"" p "\"", get($0, "iops"), get($0, "be_cpu_us_per_req"), \
-		      get($0, "kicks_per_req"), get($0, "lat_mean_us") >> (dir "/poll")
+			p = "a" p
+		f = dir "/poll_" slug(get($0, "label"))
+		print ++np[f], "\"" p "\"", get($0, "iops"), get($0, "be_cpu_us_per_req"), \
+		      get($0, "kicks_per_req"), get($0, "lat_mean_us") >> f
 	}
 }
 END {
@@ -129,6 +130,7 @@ set multiplot layout 2,3 title "$title" font 'sans,12'
 set grid
 set key top left font 'sans,8'
 set logscale x 2
+set xrange [0.8:160]
 set xtics (1, 8, 32, 128)
 set xlabel 'iodepth per queue'
 set ylabel 'IOPS'
@@ -146,25 +148,29 @@ EOF
 	cat <<EOF
 unset logscale
 set xtics auto
-set title 'notification policy (null_blk 280us, randread): notifications per request'
+set autoscale x
+set title 'notification policy (null_blk 280us, randread): notifications per request (labels: mean latency)'
 set xlabel ''
 set ylabel 'notifications / request'
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.6 border -1
 set boxwidth 0.9
-set key top right
-set yrange [0:*]
+set key top center horizontal
+set yrange [0:1.3]
+set bmargin 4
 EOF
 	if [ -s "$tmp/notify" ]; then
-		echo "plot '$tmp/notify' using 2:xtic(1) title 'EVENT_IDX on' lc 1, '' using 3 title 'EVENT_IDX off' lc 2, '' using 0:(\$2):(sprintf('%.0f us', \$4)) with labels offset -2.5,0.7 font 'sans,8' notitle, '' using 0:(\$3):(sprintf('%.0f us', \$5)) with labels offset 2.5,0.7 font 'sans,8' notitle"
+		echo "plot '$tmp/notify' using 2:xtic(1) title 'EVENT_IDX on' lc 1, '' using 3 title 'EVENT_IDX off' lc 2, '' using 0:(\$2):(sprintf('%.0f us', \$4)) with labels offset -3,0.7 font 'sans,7' notitle, '' using 0:(\$3):(sprintf('%.0f us', \$5)) with labels offset 3,0.7 font 'sans,7' notitle"
 	else
 		echo "plot 0 notitle"
 	fi
 	cat <<EOF
 set style data linespoints
-set title 'vhost-blk busy polling (null_blk 0us, randread qd1)'
-set xlabel 'busyloop timeout (us)'
+set bmargin
+set yrange [0:*]
+set title 'vhost-blk busy polling, randread qd1: IOPS (solid), CPU us/req (dashed)'
+set xlabel 'busyloop timeout (us; aN = adaptive, at most N us)'
 set ylabel 'IOPS'
 set y2label 'back-end CPU us / request'
 set ytics nomirror
@@ -173,11 +179,18 @@ set yrange [0:*]
 set y2range [0:*]
 set key top left
 EOF
-	if [ -s "$tmp/poll" ]; then
-		echo "plot '$tmp/poll' using 1:3:xtic(2) with linespoints lc 1 pt 7 title 'IOPS', '' using 1:4 axes x1y2 with linespoints lc 2 pt 5 title 'CPU us/req'"
-	else
-		echo "plot 0 notitle"
-	fi
+	p5=
+	p6=
+	n=1
+	for d in null_blk_0us brd; do
+		f=$tmp/poll_$d
+		[ -s "$f" ] || continue
+		p5+="'$f' using 1:3:xtic(2) with linespoints lc $n pt 7 title '${d//_/ } IOPS', "
+		p5+="'$f' using 1:4 axes x1y2 with linespoints lc $n dt 2 pt 5 title '${d//_/ } CPU us/req', "
+		p6+="'$f' using 1:5:xtic(2) with linespoints lc $n pt 7 title '${d//_/ }', "
+		n=$((n + 1))
+	done
+	[ -n "$p5" ] && echo "plot ${p5%, }" || echo "plot 0 notitle"
 	cat <<EOF
 unset y2tics
 unset y2label
@@ -186,11 +199,7 @@ set title 'vhost-blk busy polling: guest kicks per request'
 set ylabel 'kicks / request'
 set yrange [0:*]
 EOF
-	if [ -s "$tmp/poll" ]; then
-		echo "plot '$tmp/poll' using 1:5:xtic(2) with linespoints lc 3 pt 9 title 'kicks/req'"
-	else
-		echo "plot 0 notitle"
-	fi
+	[ -n "$p6" ] && echo "plot ${p6%, }" || echo "plot 0 notitle"
 	echo "unset multiplot"
 } >"$tmp/plot.gp"
 

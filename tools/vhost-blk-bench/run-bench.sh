@@ -32,6 +32,8 @@ emulated CPU, and every output says so.
 Options:
   --results DIR   where the JSON and PNG go (default $repo/bench/results)
   --timeout SEC   VM time limit (default 1500)
+  --smp N         VM vCPUs (default: the runner's, 2); "all queues" means one
+                  queue per vCPU
   --smoke         only bench.sh --smoke (a few requests per back-end); no
                   results are kept
   -h, --help      this text
@@ -43,10 +45,12 @@ EOF
 results=$repo/bench/results
 timeout_s=1500
 smoke=0
+vm_opts=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--results)	results=${2:?--results needs a directory}; shift 2 ;;
 	--timeout)	timeout_s=${2:?--timeout needs seconds}; shift 2 ;;
+	--smp)		vm_opts+=(--smp "${2:?--smp needs a number}"); shift 2 ;;
 	--smoke)	smoke=1; shift ;;
 	-h|--help)	usage; exit 0 ;;
 	--)		shift; break ;;
@@ -72,12 +76,12 @@ VHOST_BLK_BENCH_HOST_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 
 vm=$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh
 if [ "$smoke" = 1 ]; then
-	exec bash "$vm" --timeout "$timeout_s" --out "$out" -- \
+	exec bash "$vm" "${vm_opts[@]}" --timeout "$timeout_s" --out "$out" -- \
 		bash "$dir/bench.sh" --smoke --out "$out"
 fi
 
 rc=0
-bash "$vm" -v --timeout "$timeout_s" --out "$out" -- \
+bash "$vm" -v "${vm_opts[@]}" --timeout "$timeout_s" --out "$out" -- \
 	bash "$dir/bench.sh" --out "$out" "$@" || rc=$?
 if [ ! -s "$out/result.json" ]; then
 	echo "$me: no result document in $out (VM exit status $rc; see $out/console.log)" >&2

@@ -112,10 +112,10 @@ END {
 	}
 
 	print ""
-	print "vhost-blk busy polling (null_blk irqmode=2 completion_nsec=0, randread qd1, 1 queue):"
+	print "vhost-blk busy polling (randread qd1, 1 queue):"
 	print ""
-	print "| busyloop timeout | IOPS | mean lat us | kicks/req | CPU us/req | poll hits/polls |"
-	print "|---|---:|---:|---:|---:|---:|"
+	print "| disk | busyloop timeout | IOPS | mean lat us | kicks/req | CPU us/req | poll hits/polls |"
+	print "|---|---|---:|---:|---:|---:|---:|"
 	for (i = 1; i <= n; i++) {
 		if (get(line[i], "experiment") != "poll")
 			continue
@@ -123,7 +123,7 @@ END {
 		if (get(line[i], "poll_adaptive") == "true")
 			p = "adaptive, max " p
 		polls = get(line[i], "polls")
-		printf "| %s | %s | %s | %s | %s | %s |\n", p, \
+		printf "| %s | %s | %s | %s | %s | %s | %s |\n", get(line[i], "label"), p, \
 			f0(get(line[i], "iops")), f1(get(line[i], "lat_mean_us")), \
 			f2(get(line[i], "kicks_per_req")), f1(get(line[i], "be_cpu_us_per_req")), \
 			polls + 0 ? sprintf("%d/%d", get(line[i], "poll_hits"), polls) : "-"
