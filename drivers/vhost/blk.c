@@ -1018,7 +1018,14 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 		if (head == vq->num) {
 			if (!bvq->idle_since_ns)
 				bvq->idle_since_ns = local_clock();
+			/*
+			 * Send what is plugged first: a blk-mq disk would not
+			 * see the last request until the poll ended, and the
+			 * completion that ends a poll would never come.
+			 */
+			blk_finish_plug(&plug);
 			poll = vhost_blk_poll(bvq);
+			blk_start_plug(&plug);
 			if (poll == VHOST_BLK_POLL_REQUEST)
 				continue;
 			if (poll == VHOST_BLK_POLL_COMPLETION ||
@@ -1185,10 +1192,11 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 		}
 		vhost_vq_set_backend(vq, be);
 		ret = vhost_vq_init_access(vq);
+		/* Serve what the guest queued while there was no backend. */
+		blk->vqs[i].requeued = true;
 		mutex_unlock(&vq->mutex);
 		if (ret)
 			return ret;
-		/* Serve what the guest queued while there was no backend. */
 		vhost_poll_queue(&vq->poll);
 	}
 	return 0;
