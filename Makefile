@@ -7,6 +7,7 @@
 #   make module     vhost_blk.ko only
 #   make tools      userspace only
 #   make check      build, boot the test VM, run every selftest
+#   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make checkpatch kernel code through checkpatch.pl --strict
 #   make clean
 
@@ -19,7 +20,8 @@ export KREL KSRC
 
 KDIR  := /usr/src/linux-headers-$(KREL)
 SELFTEST_DIR := tools/testing/selftests/vhost_blk
-VM_RUN := $(SELFTEST_DIR)/vm/run-vm.sh
+BRIDGE_DIR := tools/vhost-blk-bridge
+BENCH_DIR := tools/vhost-blk-bench
 
 # Userspace: C11, warnings are errors, 6.12 uapi headers from linux-source
 # (the host's linux-libc-dev is older), ours first.
@@ -30,7 +32,7 @@ export USER_CFLAGS
 KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
-.PHONY: all deps module tools check checkpatch clean
+.PHONY: all deps module tools check bench checkpatch clean
 
 all: module tools
 
@@ -46,9 +48,14 @@ module: $(BUILD)/kernel.env
 
 tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests
+	$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools all $(BUILD)/tools/vhost-blk-bridge-test
+	$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench
 
 check: all
 	bash $(SELFTEST_DIR)/run_check.sh
+
+bench: all
+	bash $(BENCH_DIR)/run-bench.sh
 
 # Errors fail the target.  Trace headers get the usual CHECKs on the
 # TRACE_EVENT() layout, which every kernel trace header shares.
@@ -60,3 +67,5 @@ checkpatch: $(BUILD)/kernel.env
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean
 	-$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests clean
+	-$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools clean
+	-$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench clean

@@ -97,6 +97,11 @@ for name in brd nullb ext4; do
 done
 rm -f "$errs"
 
+# vhost-blk-bench --smoke: every back-end kind runs and its counts add up.
+bash "$(dirname "$0")/../../../vhost-blk-bench/bench.sh" --smoke \
+	--out "$out/bench-smoke" >"$out/bench.smoke.tap" 2>"$out/bench.smoke.log"
+note "bench smoke: $(grep -c '^ok' "$out/bench.smoke.tap") ok, $(grep -c '^not ok' "$out/bench.smoke.tap") not ok"
+
 # The tracepoints through perf, on brd.
 bash "$(dirname "$0")/perf_check.sh" "$bindir" /dev/ram0 >"$out/perf.tap" 2>&1
 note "perf: $(grep -c '^ok' "$out/perf.tap") of 4 ok"

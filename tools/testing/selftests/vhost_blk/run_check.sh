@@ -49,6 +49,19 @@ rm -rf "$out"
 mkdir -p "$out" || { note "cannot create $out"; summary; exit 1; }
 
 cd "$repo" || exit 1
+
+# Host-side tests first: they need no VM.  The bridge's protocol layer
+# against scripted and malformed vhost-user messages.
+bridge_test=$BUILD/tools/vhost-blk-bridge-test
+if [ -x "$bridge_test" ]; then
+	"$bridge_test" >"$out/host.bridge-unit.tap" 2>&1
+	note "bridge unit tests: $(tail -n 1 "$out/host.bridge-unit.tap")"
+else
+	note "$bridge_test is missing: run 'make tools'"
+	printf 'TAP version 13\n1..1\nnot ok 1 bridge-unit-tests-built\n' \
+		>"$out/host.bridge-unit.tap"
+fi
+
 bash "$here/vm/run-vm.sh" --timeout "$timeout" --out "$out" -- \
 	bash "$here/in_vm.sh" "$bindir"
 vm_rc=$?
