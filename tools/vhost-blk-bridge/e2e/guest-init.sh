@@ -64,6 +64,13 @@ probe)
 	;;
 rw)
 	check writable test "$(cat /sys/block/vda/ro)" = 0
+	# One read from every CPU: with num-queues > 1 each CPU has a queue.
+	ncpu=$(grep -c '^processor' /proc/cpuinfo)
+	c=0
+	while [ "$ncpu" -gt 1 ] && [ $c -lt "$ncpu" ]; do
+		check read-on-cpu$c taskset -c $c dd if=/dev/vda of=/dev/null bs=4k count=16 iflag=direct
+		c=$((c + 1))
+	done
 	phase_start
 	check fio-qd1-qd16-write-verify fio_run
 	phase_end fio

@@ -184,7 +184,17 @@ fi
 
 # Boot 1 and 2: one bridge, two frontends one after the other.
 start_bridge "$out/bridge-rw.log"
+# SIGUSR1 while the guest runs: the bridge prints the module's counters.
+(sleep 100; kill -USR1 "$bridge_pid" 2>/dev/null) &
+usr1_pid=$!
 boot rw
+kill "$usr1_pid" 2>/dev/null
+wait "$usr1_pid" 2>/dev/null
+if grep -q 'stats signal queue=0 in=[1-9]' "$out/bridge-rw.log"; then
+	record bridge-sigusr1-stats pass
+else
+	record bridge-sigusr1-stats fail "no 'stats signal' line with requests in $out/bridge-rw.log"
+fi
 boot reconnect
 stop_bridge bridge-rw-exit
 show_stats "$out/bridge-rw.log"
