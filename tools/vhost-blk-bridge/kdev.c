@@ -259,6 +259,7 @@ int kdev_open(struct kdev *k, const struct kdev_params *p)
 {
 	struct vhost_blk_vring_stats st;
 	char serial[VHOST_BLK_SERIAL_LEN];
+	__u32 nvqs = p->num_queues;
 	unsigned int i;
 	int ret;
 
@@ -271,6 +272,22 @@ int kdev_open(struct kdev *k, const struct kdev_params *p)
 			ret == -ENOENT ? " (is vhost_blk.ko loaded?)" : "");
 		k->fd = -1;
 		return ret;
+	}
+
+	/*
+	 * Size the device first: the kernel allocates every queue's state at
+	 * VHOST_SET_OWNER.  EINVAL: more queues than the module's max_queues.
+	 */
+	ret = p->ops->ioctl(p->ops->priv, k->fd, VHOST_BLK_SET_NUM_QUEUES,
+			    &nvqs);
+	if (ret) {
+		if (ret == -EINVAL)
+			vbb_err("%s serves fewer than %u queues (module parameter max_queues): lower --num-queues",
+				p->path, p->num_queues);
+		else
+			vbb_err("ioctl VHOST_BLK_SET_NUM_QUEUES on %s: %s (errno %d)",
+				p->path, strerror(-ret), -ret);
+		goto err;
 	}
 
 	ret = KDEV_IOCTL(k, VHOST_SET_OWNER, NULL);

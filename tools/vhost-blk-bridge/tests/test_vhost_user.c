@@ -132,6 +132,12 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 		return -EBADF;
 	if (f->fail_req == req)
 		return -f->fail_errno;
+	if (req == VHOST_BLK_SET_NUM_QUEUES) {
+		/* Only before the owner, as the module does. */
+		if (f->owner)
+			return -EBUSY;
+		return *(__u32 *)arg && *(__u32 *)arg <= f->nvqs ? 0 : -EINVAL;
+	}
 	if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES && !f->owner)
 		return -EPERM;
 	if (fake_vring_req(req)) {
@@ -259,6 +265,8 @@ static int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
 		c->fd_valid = fd_is_open(c->a.file.fd);
 	} else if (req == VHOST_SET_FEATURES) {
 		c->a.u64 = *(uint64_t *)arg;
+	} else if (req == VHOST_BLK_SET_NUM_QUEUES) {
+		c->a.state.num = *(__u32 *)arg;
 	} else if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES &&
 		   req != VHOST_BLK_GET_CONFIG) {
 		/* vhost_vring_state, or a struct starting with an index. */
@@ -1484,7 +1492,9 @@ static void t_open_params(struct env *e)
 	e->p.kdev.poll_adaptive = true;
 	e->p.kdev.serial = "disk-42";
 	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "open");
-	CHECK(e->fake.calls[0].req == VHOST_SET_OWNER, "SET_OWNER not first");
+	CHECK(e->fake.calls[0].req == VHOST_BLK_SET_NUM_QUEUES &&
+	      e->fake.calls[1].req == VHOST_SET_OWNER,
+	      "not SET_NUM_QUEUES, then SET_OWNER");
 	for (i = 0; i < (int)e->fake.ncalls; i++) {
 		struct fake_call *c = &e->fake.calls[i];
 
@@ -1671,7 +1681,7 @@ static const struct test tests[] = {
 	{ "frontend disconnects mid-I/O: device closed, memory unmapped", t_disconnect_mid_io, false },
 	{ "a reconnecting frontend gets a working device", t_reconnect, false },
 	{ "--read-only offers VIRTIO_BLK_F_RO", t_read_only, true },
-	{ "open: owner first, busy poll, adaptive poll, serial", t_open_params, false },
+	{ "open: queue count, owner, busy poll, adaptive poll, serial", t_open_params, false },
 	{ "--num-queues above the module's max_queues", t_too_many_queues, false },
 	{ "/dev/vhost-blk missing", t_open_fails, false },
 	{ "queue counters", t_stats, false },
