@@ -84,9 +84,11 @@ run_backend() {
 }
 
 errs=$(mktemp)
+hostile_backends=()
 for name in brd nullb ext4; do
 	if dev=$("setup_$name" 2>"$errs") && [ -n "$dev" ]; then
 		run_backend "$name" "$dev"
+		hostile_backends+=("$name=$dev")
 	else
 		# Counted as one failed test.
 		reason=$(tr '\n' ' ' <"$errs")
@@ -96,6 +98,15 @@ for name in brd nullb ext4; do
 	fi
 done
 rm -f "$errs"
+
+# The hostile-guest suite: the malformed-request contract, the seeded
+# fuzzer (100,000 requests over the backends) and the stress test.
+if [ "${#hostile_backends[@]}" -gt 0 ]; then
+	bash "$(dirname "$0")/hostile.sh" --bindir "$bindir" --log "$out" \
+		"${hostile_backends[@]}" >"$out/hostile.tap" 2>"$out/hostile.log"
+	note "hostile: $(grep -c '^ok' "$out/hostile.tap") ok, $(grep -c '^not ok' "$out/hostile.tap") not ok"
+	grep '^not ok ' "$out/hostile.tap" | sed 's/^/in_vm:   /'
+fi
 
 # vhost-blk-bench --smoke: every back-end kind runs and its counts add up.
 bash "$(dirname "$0")/../../../vhost-blk-bench/bench.sh" --smoke \
