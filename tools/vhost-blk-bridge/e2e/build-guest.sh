@@ -12,6 +12,10 @@
 #              as /init (rebuilt in seconds when one of them changes)
 #
 # Each is rebuilt only when its inputs change.  Prints the two paths.
+#
+# The kernel is also kept in a cache shared by every clone on the machine,
+# named by the hash of its inputs: $VHOST_BLK_CACHE (default
+# /var/cache/vhost-blk) if it can be written, else nothing is shared.
 set -euo pipefail
 
 e2e_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,6 +43,19 @@ kbuild=$out/kbuild
 bzimage=$out/bzImage
 key=$( { echo "format 1"; basename "$deb"; cat "$e2e_dir/guest-kernel.config"; } |
 	sha256sum | cut -d' ' -f1)
+
+cache=${VHOST_BLK_CACHE:-/var/cache/vhost-blk}/guest-kernel
+if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ]; then
+	cached=$cache/bzImage-$key
+else
+	cached=
+fi
+if { [ ! -f "$bzimage" ] || [ "$(cat "$bzimage.key" 2>/dev/null)" != "$key" ]; } &&
+   [ -n "$cached" ] && [ -f "$cached" ]; then
+	msg "guest kernel from $cached"
+	cp "$cached" "$bzimage.tmp" && mv "$bzimage.tmp" "$bzimage" &&
+		echo "$key" >"$bzimage.key" || die "cannot copy $cached"
+fi
 
 if [ ! -f "$bzimage" ] || [ "$(cat "$bzimage.key" 2>/dev/null)" != "$key" ]; then
 	if [ ! -f "$src/Makefile" ] || [ "$(cat "$src/.deb" 2>/dev/null)" != "$(basename "$deb")" ]; then
@@ -71,6 +88,10 @@ if [ ! -f "$bzimage" ] || [ "$(cat "$bzimage.key" 2>/dev/null)" != "$key" ]; the
 	cp "$kbuild/arch/x86/boot/bzImage" "$bzimage"
 	echo "$key" >"$bzimage.key"
 	msg "guest kernel built in $(( $(date +%s) - start )) s"
+fi
+if [ -n "$cached" ] && [ ! -f "$cached" ]; then
+	{ cp "$bzimage" "$cached.tmp.$$" && mv "$cached.tmp.$$" "$cached"; } ||
+		msg "warning: cannot keep a copy in $cache"
 fi
 
 # ------------------------------------------------------------------ tools
