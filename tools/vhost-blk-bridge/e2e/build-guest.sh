@@ -97,13 +97,71 @@ fi
 # ------------------------------------------------------------------ tools
 
 img=$out/tools.img
-bins="/usr/bin/fio /sbin/mke2fs /sbin/e2fsck"
+fio=/usr/bin/fio
+bins="$fio /sbin/mke2fs /sbin/e2fsck"
 busybox=$(command -v busybox)
-libs=$(ldd $bins 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u)
+ldd_paths() { awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }'; }
+libs=$(ldd $bins 2>/dev/null | ldd_paths | sort -u)
 [ -n "$libs" ] || die "ldd found no libraries for $bins"
 # shellcheck disable=SC2086
-key=$( { echo "format 1"; sha256sum "$e2e_dir/guest-init.sh" "$e2e_dir/fio.job" \
+key=$( { echo "format 2"; sha256sum "$e2e_dir/guest-init.sh" "$e2e_dir/fio.job" \
 	"$busybox" $bins /etc/mke2fs.conf $libs; } | sha256sum | cut -d' ' -f1)
+
+# Debian's fio links the libraries of its ceph, glusterfs, RDMA, NBD and
+# PMEM engines, which pull in 50 more (boost, ICU, gnutls, krb5...): under
+# TCG in TCG, loading and relocating them makes every fio start take 30-45
+# s.  The guest only uses libaio, so it gets a stub in place of each of
+# those libraries: every symbol fio imports from it, with its version, as a
+# function that aborts.  fio's own code is unchanged.  If anything in this
+# does not work out, the guest gets the real libraries.
+keep_libs=" libc.so.6 libm.so.6 libz.so.1 libnuma.so.1 libaio.so.1 "
+fio_stubs() {	# fio_stubs DIR: make the stubs in DIR, print "stub real" pairs
+	local dir=$1 soname path ver vers defs name opt
+
+	rm -rf "$dir"
+	mkdir -p "$dir" || return
+	readelf --dyn-syms -W "$fio" |
+		awk '$7 == "UND" && $4 == "FUNC" && $5 == "GLOBAL" { print $8 }' \
+		>"$dir/imports" || return
+	for soname in $(readelf -dW "$fio" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'); do
+		case "$keep_libs" in *" $soname "*) continue ;; esac
+		path=$(ldd "$fio" | awk -v s="$soname" '$1 == s { print $3 }')
+		[ -f "$path" ] || return 1
+		# The versions fio needs from this file, the names it defines.
+		vers=" $(readelf -VW "$fio" | awk -v s="$soname" '
+			/^Version needs/ { n = 1 }
+			n && / File: / { f = ($5 == s) }
+			n && f && / Name: / { print $3 }' | tr '\n' ' ') "
+		defs=" $(readelf --dyn-syms -W "$path" |
+			awk '$7 != "UND" && $8 != "" { sub(/@.*/, "", $8); print $8 }' |
+			tr '\n' ' ') "
+		: >"$dir/$soname.syms"
+		while read -r name; do
+			ver=
+			case "$name" in *@*) ver=${name#*@}; name=${name%%@*} ;; esac
+			case "$vers $defs" in *" ${ver:-$name} "*) ;; *) continue ;; esac
+			echo "$name ${ver:--}" >>"$dir/$soname.syms"
+		done <"$dir/imports"
+		{
+			printf '#include <stdio.h>\n#include <stdlib.h>\n\n'
+			printf 'static void stub(const char *f)\n{\n'
+			printf '\tfprintf(stderr, "%%s: a stub in the test guest (%s)\\n", f);\n' "$soname"
+			printf '\tabort();\n}\n\n'
+			awk '{ printf "void %s(void) { stub(\"%s\"); }\n", $1, $1 }' \
+				"$dir/$soname.syms"
+		} >"$dir/$soname.c"
+		awk '$2 != "-" { s[$2] = s[$2] " " $1 ";" }
+			END { for (v in s) printf "%s {%s };\n", v, s[v] }' \
+			"$dir/$soname.syms" >"$dir/$soname.map"
+		opt=
+		[ -s "$dir/$soname.map" ] && opt=-Wl,--version-script="$dir/$soname.map"
+		gcc -shared -fPIC -O2 -Wl,-soname,"$soname" $opt \
+			-o "$dir/$soname" "$dir/$soname.c" >&2 || return
+		echo "$dir/$soname $path"
+	done
+	# fio must start with them.
+	LD_LIBRARY_PATH=$dir "$fio" --version >/dev/null
+}
 
 if [ ! -f "$img" ] || [ "$(cat "$img.key" 2>/dev/null)" != "$key" ]; then
 	msg "building $img"
@@ -119,6 +177,20 @@ if [ ! -f "$img" ] || [ "$(cat "$img.key" 2>/dev/null)" != "$key" ]; then
 		case "$applet" in mkfs.ext*|mke2fs|e2fsck|fsck.ext*) continue ;; esac
 		[ -e "$stage/bin/$applet" ] || ln -s busybox "$stage/bin/$applet"
 	done
+	stubs=$out/fio-stubs
+	if pairs=$(fio_stubs "$stubs" 2>"$out/fio-stubs.log"); then
+		# The libraries of fio with the stubs, of mke2fs and of e2fsck.
+		libs=$( { LD_LIBRARY_PATH=$stubs ldd "$fio" | ldd_paths |
+			grep -v "^$stubs/"; ldd /sbin/mke2fs /sbin/e2fsck | ldd_paths; } |
+			sort -u)
+		while read -r stub path; do
+			mkdir -p "$stage$(dirname "$path")"
+			cp "$stub" "$stage$path"
+		done <<<"$pairs"
+		msg "fio gets $(wc -l <<<"$pairs") stub libraries (see $out/fio-stubs.log)"
+	else
+		msg "warning: no stub libraries for fio (see $out/fio-stubs.log): it will start slowly"
+	fi
 	for f in $bins $libs /etc/mke2fs.conf; do
 		mkdir -p "$stage$(dirname "$f")"
 		cp -L "$f" "$stage$f"
