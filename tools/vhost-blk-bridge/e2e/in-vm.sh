@@ -120,6 +120,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The nested guest cannot calibrate its TSC (the PIT is too slow under TCG
+# in TCG) and has no ACPI, so no HPET or PM timer: its clock would be
+# jiffies, and fio's latencies multiples of 10 ms.  But TCG's RDTSC reads
+# the TSC of the machine QEMU runs on, this VM, whose rate the kernel here
+# knows ("cpu MHz"): tell it.
+tsc_khz=$(awk '/^cpu MHz/ { printf "%d", $4 * 1000; exit }' /proc/cpuinfo)
+clock_args=
+[ "${tsc_khz:-0}" -gt 0 ] && clock_args="tsc_early_khz=$tsc_khz tsc=reliable"
+
 # boot MODE: one nested guest against the running bridge.
 boot() {
 	local mode=$1 log=$out/guest-$1.log t0 rc accel=tcg
@@ -132,7 +141,7 @@ boot() {
 		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on" \
 		-numa node,memdev=mem \
 		-kernel "$kernel" \
-		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.qd1=$qd1 vbb.qd16=$qd16" \
+		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.qd1=$qd1 vbb.qd16=$qd16 $clock_args" \
 		-serial stdio \
 		-chardev "socket,id=vbb,path=$sock" \
 		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
