@@ -51,6 +51,23 @@ fio_summary() {	# the per-job lines of the last fio_run
 	grep -E '^(qd1|qd16): \(groupid|^  (read|write): IOPS' /tmp/out |
 		sed 's/^/  fio: /'
 }
+fio_check() {	# fio_check WHAT [fio options]: fio_run, a result per job
+	what=$1
+	shift
+	fio_run "$@" >/tmp/out 2>&1
+	rc=$?
+	for job in qd1 qd16; do
+		if grep -q "^$job: (groupid=[0-9]*, jobs=1): err= 0:" /tmp/out; then
+			result "fio-$job-$what" pass
+		else
+			result "fio-$job-$what" fail "$(grep -E "^$job: \(groupid|^verify: " /tmp/out |
+				head -n 2 | cut -c1-160 | tr '\n' '|')"
+		fi
+	done
+	[ "$rc" = 0 ] || result "fio-$what-status" fail "fio exit status $rc"
+	[ "$rc" = 0 ] || sed 's/^/  | /' /tmp/out | tail -n 20
+	fio_summary
+}
 
 check serial test "$(cat /sys/block/vda/serial 2>&1)" = "$serial"
 
@@ -72,9 +89,8 @@ rw)
 		c=$((c + 1))
 	done
 	phase_start
-	check fio-qd1-qd16-write-verify fio_run
+	fio_check write-verify
 	phase_end fio
-	fio_summary
 
 	phase_start
 	check mkfs /sbin/mke2fs -q -F -t ext4 /dev/vda 64M
@@ -100,8 +116,7 @@ rw)
 reconnect)
 	# Same bridge, new QEMU: what the first boot wrote is still there.
 	phase_start
-	check fio-reverify fio_run --verify_only
-	fio_summary
+	fio_check reverify --verify_only
 	check fsck /sbin/e2fsck -fn /dev/vda
 	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
 	phase_end reconnect
@@ -110,8 +125,7 @@ ro)
 	phase_start
 	check read-only-flag test "$(cat /sys/block/vda/ro)" = 1
 	check write-refused sh -c '! dd if=/dev/zero of=/dev/vda bs=4096 count=1 oflag=direct conv=fsync'
-	check fio-reverify fio_run --verify_only
-	fio_summary
+	fio_check reverify --verify_only
 	check fsck /sbin/e2fsck -fn /dev/vda
 	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
 	phase_end ro

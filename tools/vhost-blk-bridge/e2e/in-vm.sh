@@ -16,7 +16,9 @@
 #      change
 #
 # Prints a summary with the time of every phase; exit status 0 if all
-# passed.
+# passed.  Every result also goes to $out/results as it comes ("pass NAME
+# [detail]", "fail NAME [detail]", "time NAME SECONDS"; "complete" last),
+# for run.sh's TAP file.
 set -uo pipefail
 
 me=vbb-e2e
@@ -54,12 +56,18 @@ done
 mkdir -p "$out" || die "cannot create $out"
 
 failures=0
+results=$out/results
+: >"$results" || die "cannot write $results"
 declare -a summary
 record() {	# record NAME pass|fail [detail]
 	summary+=("$(printf '%-28s %s %s' "$1" "$2" "${3:-}")")
 	[ "$2" = pass ] || failures=$((failures + 1))
+	echo "$2 $1 ${3:-}" >>"$results"
 }
-timing() { summary+=("$(printf '%-28s %ss' "time:$1" "$2")"); }
+timing() {
+	summary+=("$(printf '%-28s %ss' "time:$1" "$2")")
+	echo "time $1 $2" >>"$results"
+}
 
 t_all=$(now)
 if [ -n "$ko" ]; then
@@ -160,11 +168,11 @@ boot() {
 	while read -r _ name res detail; do
 		[ -n "$name" ] || continue
 		record "$mode:$name" "$res" "$detail"
-	done <<<"$(grep '^VBB-E2E-RESULT' "$log")"
+	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-RESULT')"
 	while read -r _ name secs; do
 		[ -n "$name" ] || continue
 		timing "$mode:$name" "$secs"
-	done <<<"$(grep '^VBB-E2E-TIME' "$log")"
+	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-TIME')"
 	grep -E '^  fio: ' "$log" | sed "s/^  fio: /  $mode fio: /"
 }
 
@@ -188,6 +196,7 @@ if [ "$probe" = 1 ]; then
 	boot probe
 	stop_bridge bridge-probe-exit
 	printf '  %s\n' "${summary[@]}"
+	echo complete >>"$results"
 	exit 0
 fi
 
@@ -245,6 +254,7 @@ else
 fi
 
 timing total "$(elapsed "$t_all")"
+echo complete >>"$results"
 echo
 msg "summary"
 printf '  %s\n' "${summary[@]}"

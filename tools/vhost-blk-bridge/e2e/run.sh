@@ -32,11 +32,13 @@ Options:
   --probe              only boot the nested guest once, with its kernel
                        log, and time program start-up (diagnostics)
   --timeout S          for the whole VM run (default 1800)
+  --tap FILE           also write the results as TAP to FILE, with a
+                       'not ok' line for whatever did not run
   -h, --help           this text
 EOF
 }
 
-ko= vm_args=() args=() timeout_s=1800
+ko= vm_args=() args=() timeout_s=1800 tap=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--ko) ko=$(realpath "$2"); shift 2 ;;
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
 		args+=("$1" "$2"); shift 2 ;;
 	--probe) args+=("$1"); shift ;;
 	--timeout) timeout_s=$2; shift 2 ;;
+	--tap) tap=$(realpath -m "$2"); shift 2 ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -51,12 +54,55 @@ done
 
 out=$BUILD/bridge-e2e/out
 mkdir -p "$out"
+rm -f "$out/results"
+
+# The TAP file: a line per result in-vm.sh left in $out/results, then
+# whether the build and the VM run as a whole went through.  Written on
+# any exit, so that a run that never got going still says so.
+stage=build vm_rc=
+write_tap() {
+	local n=0 status what name detail
+
+	[ -n "$tap" ] || return 0
+	{
+		echo "TAP version 13"
+		echo "# vhost-blk-bridge end-to-end test, logs in $out"
+		if [ "$stage" = build ]; then
+			n=$((n + 1))
+			echo "not ok $n e2e-build - the bridge, the guest kernel or tools.img did not build"
+		else
+			n=$((n + 1))
+			echo "ok $n e2e-build"
+			while read -r status name detail; do
+				case "$status" in
+				pass) n=$((n + 1)); echo "ok $n $name${detail:+ - $detail}" ;;
+				fail) n=$((n + 1)); echo "not ok $n $name${detail:+ - $detail}" ;;
+				time) echo "# time $name ${detail}s" ;;
+				esac
+			done <"$out/results" 2>/dev/null
+			n=$((n + 1))
+			what="e2e-test-vm"
+			if [ "$vm_rc" = 3 ]; then
+				echo "not ok $n $what - a kernel warning in the test VM, see $out/dmesg.log"
+			elif [ "$vm_rc" = 124 ]; then
+				echo "not ok $n $what - timed out after $timeout_s s, see $out/console.log"
+			elif ! grep -qx complete "$out/results" 2>/dev/null; then
+				echo "not ok $n $what - in-vm.sh did not finish (status ${vm_rc:-none}), see $out/console.log"
+			elif [ "$vm_rc" = 0 ] || [ "$vm_rc" = 1 ]; then
+				echo "ok $n $what"
+			else
+				echo "not ok $n $what - status $vm_rc, see $out/console.log"
+			fi
+		fi
+		echo "1..$n"
+	} >"$tap.tmp" && mv "$tap.tmp" "$tap"
+}
+trap write_tap EXIT
 
 t0=$(date +%s)
 make -s -C "$tool_dir" OUT="$BUILD/tools"
 mapfile -t guest < <(bash "$e2e_dir/build-guest.sh")
 [ "${#guest[@]}" = 2 ] || { echo "run.sh: build-guest.sh failed" >&2; exit 1; }
-echo "run.sh: build step $(( $(date +%s) - t0 )) s"
 
 if [ -n "$ko" ]; then
 	vm_args+=(--no-module)
@@ -64,9 +110,12 @@ if [ -n "$ko" ]; then
 elif [ ! -f "$repo/vhost_blk.ko" ]; then
 	make -s -C "$repo" module
 fi
+echo "run.sh: build step $(( $(date +%s) - t0 )) s"
+stage=vm
 
 # --brd-mib: /dev/ram0 of 256 MiB for --backend brd.
-exec bash "$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh" \
+bash "$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh" \
 	--timeout "$timeout_s" --out "$out" --brd-mib 256 "${vm_args[@]}" -- \
 	bash "$e2e_dir/in-vm.sh" --kernel "${guest[0]}" --tools "${guest[1]}" \
-	--bridge "$BUILD/tools/vhost-blk-bridge" --out "$out" "${args[@]}"
+	--bridge "$BUILD/tools/vhost-blk-bridge" --out "$out" "${args[@]}" && vm_rc=0 || vm_rc=$?
+exit "$vm_rc"
