@@ -8,6 +8,7 @@
 #   make tools      userspace only
 #   make check      build, boot the test VM, run every selftest
 #   make bench      the benchmark matrix in the test VM (bench/results/)
+#   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make checkpatch kernel code through checkpatch.pl --strict
 #   make clean
 
@@ -32,7 +33,7 @@ export USER_CFLAGS
 KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
-.PHONY: all deps module tools check bench checkpatch clean
+.PHONY: all deps module tools check bench demo checkpatch clean
 
 all: module tools
 
@@ -56,6 +57,9 @@ check: all
 
 bench: all
 	bash $(BENCH_DIR)/run-bench.sh
+
+demo: all
+	bash $(BRIDGE_DIR)/e2e/demo.sh
 
 # Errors fail the target.  Trace headers get the usual CHECKs on the
 # TRACE_EVENT() layout, which every kernel trace header shares.

@@ -8,8 +8,9 @@
 #              from the linux-source-6.12 package scripts/deps.sh fetched
 #              (unpacked once, about 20 s; built once, about 7 min on 2 CPUs)
 #   tools.img  a read-only ext4 root: busybox, fio, mke2fs, e2fsck and the
-#              shared libraries ldd lists, the fio job file and guest-init.sh
-#              as /init (rebuilt in seconds when one of them changes)
+#              shared libraries ldd lists, the fio job files and
+#              guest-init.sh as /init (rebuilt in seconds when one of them
+#              changes)
 #
 # Each is rebuilt only when its inputs change.  Prints the two paths.
 #
@@ -105,7 +106,8 @@ libs=$(ldd $bins 2>/dev/null | ldd_paths | sort -u)
 [ -n "$libs" ] || die "ldd found no libraries for $bins"
 # shellcheck disable=SC2086
 key=$( { echo "format 2"; sha256sum "$e2e_dir/guest-init.sh" "$e2e_dir/fio.job" \
-	"$busybox" $bins /etc/mke2fs.conf $libs; } | sha256sum | cut -d' ' -f1)
+	"$e2e_dir/fio-demo.job" "$busybox" $bins /etc/mke2fs.conf $libs; } |
+	sha256sum | cut -d' ' -f1)
 
 # Debian's fio links the libraries of its ceph, glusterfs, RDMA, NBD and
 # PMEM engines, which pull in 50 more (boost, ICU, gnutls, krb5...): under
@@ -198,7 +200,7 @@ if [ ! -f "$img" ] || [ "$(cat "$img.key" 2>/dev/null)" != "$key" ]; then
 	# Debian's /lib is a symlink to usr/lib.
 	[ -L /lib ] && [ ! -e "$stage/lib" ] && ln -s usr/lib "$stage/lib"
 	cp "$e2e_dir/guest-init.sh" "$stage/init"
-	cp "$e2e_dir/fio.job" "$stage/etc/fio.job"
+	cp "$e2e_dir/fio.job" "$e2e_dir/fio-demo.job" "$stage/etc/"
 	chmod 755 "$stage/init"
 	size_kb=$(( $(du -sk "$stage" | cut -f1) * 12 / 10 + 16384 ))
 	rm -f "$img.tmp"

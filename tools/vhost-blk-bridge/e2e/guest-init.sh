@@ -5,11 +5,13 @@
 # sh).  Its root is the read-only tools disk; /dev/vda is the disk served by
 # QEMU's vhost-user-blk-pci -> vhost-blk-bridge -> /dev/vhost-blk.
 #
-# Kernel parameters: vbb.mode=rw|reconnect|ro, vbb.serial=S,
-# vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes).  Every check prints
+# Kernel parameters: vbb.mode=rw|reconnect|ro|demo|probe, vbb.serial=S,
+# vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo: seconds per
+# fio job).  Every check prints
 #   VBB-E2E-RESULT <name> pass|fail [detail]
-# and every phase VBB-E2E-TIME <name> <seconds>; the last line is
-# VBB-E2E-DONE.  Then the guest powers off (reboot with QEMU -no-reboot).
+# and every phase VBB-E2E-TIME <name> <seconds>; the demo prints fio's terse
+# lines as VBB-E2E-FIO <line>.  The last line is VBB-E2E-DONE.  Then the
+# guest powers off (reboot with QEMU -no-reboot).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -42,6 +44,7 @@ serial=$(arg vbb.serial)
 export VBB_DEV=/dev/vda
 export VBB_QD1_SIZE=$(arg vbb.qd1)
 export VBB_QD16_SIZE=$(arg vbb.qd16)
+export VBB_RUNTIME=$(arg vbb.runtime)
 echo "VBB-E2E-BOOTED $(now) mode=$mode"
 
 fio_run() {	# fio_run [fio options]: both jobs of /etc/fio.job
@@ -129,6 +132,17 @@ ro)
 	check fsck /sbin/e2fsck -fn /dev/vda
 	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
 	phase_end ro
+	;;
+demo)
+	# make demo: 4 KiB random reads and writes at iodepth 1 and 16.
+	phase_start
+	if fio --output-format=terse --terse-version=3 /etc/fio-demo.job >/tmp/out 2>&1; then
+		result fio-demo pass
+	else
+		result fio-demo fail "$(tail -n 3 /tmp/out | tr '\n' '|')"
+	fi
+	grep '^3;' /tmp/out | sed 's/^/VBB-E2E-FIO /'
+	phase_end fio
 	;;
 *)
 	result mode fail "unknown vbb.mode '$mode'"
