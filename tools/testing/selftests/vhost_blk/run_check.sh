@@ -75,6 +75,14 @@ case $vm_rc in
 	problem=1 ;;
 esac
 
+# The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, boots
+# a VM of its own; e2e.tap says what ran, a 'not ok' line if nothing did.
+note "bridge end-to-end test (about 7 min; log: $out/e2e.log)"
+bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
+	--tap "$out/e2e.tap" >"$out/e2e.log" 2>&1
+[ -s "$out/e2e.tap" ] ||
+	printf 'TAP version 13\n1..1\nnot ok 1 bridge-e2e-ran\n' >"$out/e2e.tap"
+
 # Count every result line; a program that died early is missing results
 # from its plan, and those count as failed.
 shopt -s nullglob
