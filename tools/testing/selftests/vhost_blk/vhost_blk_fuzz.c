@@ -261,6 +261,8 @@ static struct fz {
 	/* disk model */
 	uint32_t *gen;
 	uint8_t *maybe0;
+	uint32_t *writer;		/* request that last changed the sector */
+	uint8_t *writer_label;
 	uint16_t *rlock, *wlock;
 	uint32_t next_gen;
 	uint64_t dseed;
@@ -764,7 +766,9 @@ static void compute_locks(struct req *r)
 	unsigned int i;
 
 	evaluate(&tmp, false);
-	if (tmp.x != X_ANSWER || tmp.status != VIRTIO_BLK_S_OK)
+	/* An IOERR range request on a file may have done its first ranges. */
+	if (tmp.x != X_ANSWER ||
+	    (tmp.status != VIRTIO_BLK_S_OK && !tmp.napply))
 		return;
 	memcpy(&type, r->hdr, 4);
 	if (type == VIRTIO_BLK_T_IN || type == VIRTIO_BLK_T_OUT)
@@ -826,11 +830,103 @@ static bool sector_matches(uint64_t s, const uint8_t *buf)
 	return false;
 }
 
-static void model_set(uint64_t sector, uint64_t n, uint32_t gen, bool maybe0)
+/* The last answered requests that touched (or could have) the disk. */
+#define HIST	8192
+static struct hist {
+	uint64_t seq;
+	int label;
+	uint32_t type;
+	uint8_t status;
+	unsigned int nr;
+	uint64_t sector[4];
+	uint32_t n[4];
+} hist[HIST];
+static unsigned int nhist;
+
+static void hist_add(const struct req *r)
+{
+	struct hist *h = &hist[nhist++ % HIST];
+	const struct virtio_blk_discard_write_zeroes *s = (const void *)r->tab;
+	unsigned int i;
+
+	memset(h, 0, sizeof(*h));
+	h->seq = r->seq;
+	h->label = r->label;
+	h->type = r->mtype;
+	h->status = r->status;
+	if (r->nsect) {
+		h->nr = 1;
+		h->sector[0] = r->sector;
+		h->n[0] = r->nsect;
+	}
+	for (i = 0; s && i < (r->tab_len / RSEG) && h->nr < 4; i++) {
+		h->sector[h->nr] = s[i].sector;
+		h->n[h->nr++] = s[i].num_sectors;
+	}
+}
+
+static void explain_history(uint64_t lo, uint64_t hi)
+{
+	unsigned int i, k;
+
+	for (i = nhist > HIST ? nhist - HIST : 0; i < nhist; i++) {
+		const struct hist *h = &hist[i % HIST];
+
+		for (k = 0; k < h->nr; k++)
+			if (h->sector[k] < hi && h->sector[k] + h->n[k] > lo)
+				break;
+		if (k == h->nr)
+			continue;
+		fprintf(stderr, "#   request #%" PRIu64 " (%s) type %u status %u:", h->seq,
+			label_name[h->label], h->type, h->status);
+		for (k = 0; k < h->nr; k++)
+			fprintf(stderr, " %" PRIu64 "+%u", h->sector[k], h->n[k]);
+		fprintf(stderr, "\n");
+	}
+}
+
+/* What each sector of a failed read held, and who wrote it last. */
+static void explain_read(const struct req *r, const uint8_t *buf)
+{
+	uint8_t *now = NULL;
+	uint32_t k;
+
+	if (!posix_memalign((void **)&now, 4096, (size_t)r->nsect * SECT) &&
+	    pread(f.io_fd, now, (size_t)r->nsect * SECT,
+		  (off_t)(r->sector * SECT)) != (ssize_t)(r->nsect * SECT)) {
+		free(now);
+		now = NULL;
+	}
+
+	for (k = 0; k < r->nsect && k < 64; k++) {
+		uint64_t s = r->sector + k;
+		const uint8_t *p = buf + k * SECT;
+		uint32_t g = f.gen[s];
+		const char *what = hq_is_zero(p, SECT) ? "zeroes" :
+			g < GEN_ANY && !hq_sector_diff(p, f.dseed, g, s) ?
+			"as modelled" : "other data";
+
+		fprintf(stderr, "#   sector %" PRIu64 ": %s (on the disk now: %s); model generation %u%s, last changed by request #%u (%s)\n",
+			s, what, !now ? "?" : !memcmp(now + k * SECT, p, SECT) ?
+			"the same" : hq_is_zero(now + k * SECT, SECT) ? "zeroes" :
+			"different", g, f.maybe0[s] ? " or zeroes" : "",
+			f.writer[s],
+			f.writer[s] ? label_name[f.writer_label[s]] : "none");
+	}
+	free(now);
+	fprintf(stderr, "#   answered requests around it, oldest first:\n");
+	explain_history(r->sector > 64 ? r->sector - 64 : 0,
+			r->sector + r->nsect + 64);
+}
+
+static void model_set(const struct req *r, uint64_t sector, uint64_t n,
+		      uint32_t gen, bool maybe0)
 {
 	uint64_t s;
 
 	for (s = sector; s < sector + n && s < f.cap; s++) {
+		f.writer[s] = (uint32_t)r->seq;
+		f.writer_label[s] = (uint8_t)r->label;
 		if (maybe0) {
 			/* Discarded: what it held, or zeroes. */
 			if (f.gen[s] != GEN_ZERO)
@@ -1002,6 +1098,7 @@ static void complete(struct req *r, uint32_t used)
 				if (!sector_matches(r->sector + k, buf + k * SECT)) {
 					uint32_t g = f.gen[r->sector + k];
 
+					explain_read(r, buf);
 					fail(r, "read of sector %" PRIu64 " returned wrong data (model: %s%s, byte 0: %02x, diff at %u)",
 					     r->sector + k,
 					     g == GEN_ZERO ? "zeroes" : "pattern",
@@ -1056,6 +1153,8 @@ static void complete(struct req *r, uint32_t used)
 	free(want);
 
 	/* The disk. */
+	if (r->x == X_ANSWER && (r->nlocks || r->nsect))
+		hist_add(r);
 	if (r->x == X_ANSWER) {
 		const struct virtio_blk_discard_write_zeroes *s =
 			(const void *)r->tab;
@@ -1063,19 +1162,19 @@ static void complete(struct req *r, uint32_t used)
 
 		if (r->mtype == VIRTIO_BLK_T_OUT && r->status == VIRTIO_BLK_S_OK &&
 		    r->nsect)
-			model_set(r->sector, r->nsect, r->dgen, false);
+			model_set(r, r->sector, r->nsect, r->dgen, false);
 		for (k = 0; k < r->napply; k++) {
 			if (r->mtype == VIRTIO_BLK_T_WRITE_ZEROES)
-				model_set(s[k].sector, s[k].num_sectors,
+				model_set(r, s[k].sector, s[k].num_sectors,
 					  GEN_ZERO, false);
 			else if (r->mtype == VIRTIO_BLK_T_SECURE_ERASE)
-				model_set(s[k].sector, s[k].num_sectors,
+				model_set(r, s[k].sector, s[k].num_sectors,
 					  GEN_ANY, false);
 			else if (!f.bdev)
-				model_set(s[k].sector, s[k].num_sectors,
+				model_set(r, s[k].sector, s[k].num_sectors,
 					  GEN_ZERO, false);
 			else
-				model_set(s[k].sector, s[k].num_sectors, 0,
+				model_set(r, s[k].sector, s[k].num_sectors, 0,
 					  true);
 		}
 	}
@@ -2742,6 +2841,8 @@ int main(int argc, char **argv)
 		o.window = f.cap;
 	f.gen = xcalloc(f.cap, sizeof(*f.gen));
 	f.maybe0 = xcalloc(f.cap, 1);
+	f.writer = xcalloc(f.cap, sizeof(*f.writer));
+	f.writer_label = xcalloc(f.cap, 1);
 	f.rlock = xcalloc(f.cap, sizeof(*f.rlock));
 	f.wlock = xcalloc(f.cap, sizeof(*f.wlock));
 	f.serial = xcalloc(1, SERIAL_LEN);
