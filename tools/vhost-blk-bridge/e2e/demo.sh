@@ -68,7 +68,7 @@ mapfile -t guest <"$out/guest-paths"
 [ -f "$repo/vhost_blk.ko" ] || make -s -C "$repo" module >>"$out/build.log" 2>&1 ||
 	{ msg "building vhost_blk.ko failed:"; tail -n 20 "$out/build.log"; exit 1; }
 
-msg "booting the test VM (QEMU TCG): about 3 min in all; log: $out/vm.log"
+msg "booting the test VM (QEMU TCG): 2-3 min in all; log: $out/vm.log"
 t1=$(date +%s)
 set +e
 bash "$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh" \
