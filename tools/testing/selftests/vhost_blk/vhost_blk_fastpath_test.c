@@ -84,6 +84,13 @@ static void run_spin(struct __test_metadata *_metadata, struct vq *vq,
 	ASSERT_EQ(VIRTIO_BLK_S_OK, *req->status);
 }
 
+static bool backend_is_bdev(int fd)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISBLK(st.st_mode);
+}
+
 /*
  * Threads of this process named vhost-<pid>: the device's workers.  Pin
  * them to @cpu when @cpu >= 0.  Returns how many there are.
@@ -233,12 +240,24 @@ TEST_F(fastpath, no_event_idx_batches_notifications)
 
 	ASSERT_EQ((uint64_t)m, st.reqs_out);
 	ASSERT_EQ(m * 4096ULL, st.bytes_written);
-	ASSERT_LT(st.notifies, (uint64_t)m);
+	/* Exactly one notification per used-ring batch, never per request. */
 	ASSERT_LE(1ULL, st.notifies);
+	ASSERT_EQ(st.used_batches, st.notifies);
 	ASSERT_EQ(0ULL, st.notifies_suppressed);
 	/* Each signal adds 1 to the eventfd counter. */
 	ASSERT_EQ(st.notifies, calls);
-	ASSERT_LT(st.used_batches, (uint64_t)m);
+	/*
+	 * brd completes during submission and null_blk from a timer, so
+	 * completions pile up while the worker submits: fewer batches than
+	 * requests.  A file's direct I/O may complete one request at a time
+	 * on an idle worker, each then rightly notified on its own.
+	 */
+	if (backend_is_bdev(self->e.backend_fd)) {
+		ASSERT_LT(st.notifies, (uint64_t)m);
+	} else {
+		TH_LOG("file backend: %llu notifications for %u requests",
+		       (unsigned long long)st.notifies, m);
+	}
 	for (i = 0; i < m; i++)
 		blk_req_free(&req[i]);
 }
