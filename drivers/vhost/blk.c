@@ -1179,10 +1179,12 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 static int vhost_blk_start_vqs(struct vhost_blk *blk,
 			       struct vhost_blk_backend *be)
 {
+	DECLARE_BITMAP(started, VHOST_BLK_MAX_QUEUES);
 	struct vhost_virtqueue *vq;
 	int i, ret;
 
 	lockdep_assert_held(&blk->dev.mutex);
+	bitmap_zero(started, VHOST_BLK_MAX_QUEUES);
 	for (i = 0; i < blk->dev.nvqs; i++) {
 		vq = &blk->vqs[i].vq;
 		mutex_lock(&vq->mutex);
@@ -1197,8 +1199,16 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 		mutex_unlock(&vq->mutex);
 		if (ret)
 			return ret;
-		vhost_poll_queue(&vq->poll);
+		__set_bit(i, started);
 	}
+
+	/*
+	 * Queue the runs back to back, once every ring is set up, so that a
+	 * flooded first ring cannot take several runs before the others are
+	 * even queued.
+	 */
+	for_each_set_bit(i, started, blk->dev.nvqs)
+		vhost_poll_queue(&blk->vqs[i].vq.poll);
 	return 0;
 }
 
