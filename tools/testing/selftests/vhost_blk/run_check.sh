@@ -1,9 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The selftest part of 'make check': boot the test VM once (vm/run-vm.sh),
-# run in_vm.sh there (every selftest program against every backend), then
-# count the TAP results it left in $BUILD/vm-out/selftests.  The last line
+# The test part of 'make check': the bridge's host-side unit tests; one
+# test VM (vm/run-vm.sh) running in_vm.sh (every selftest program against
+# every backend, the hostile suite, the bench smoke run, perf); then the
+# bridge's end-to-end test in a VM of its own.  Counts the TAP results
+# they left in $BUILD/vm-out/selftests.  The last line
 # printed is "N passed, N failed" (", N skipped" when some were).  Exits
 # non-zero if a test failed, the VM failed or no test ran at all.
 #
