@@ -284,6 +284,7 @@ static struct fz {
 	uint64_t repairs, lost, ops[10], kicks, kicks_forced, kicks_none;
 	uint64_t idle_kicks, epochs_checked, reads_checked, bytes_checked;
 	uint64_t learned_zero, conflicts, depth_max, guest_depth;
+	uint64_t mixed_indirect;
 	struct epoch ep;
 } f;
 
@@ -2265,6 +2266,39 @@ static struct req *build(unsigned int qi, struct spec *s, struct vring_desc *d,
 				L.p[i].flags | (i + 1 < L.n ? VRING_DESC_F_NEXT : 0),
 				(uint16_t)(i + 1 < L.n ? i + 1 : 0) };
 		*nd = L.n;
+		/*
+		 * Now and then a run of them goes into an indirect table
+		 * that the direct chain goes through (INDIRECT with NEXT:
+		 * the spec forbids it, the vhost core follows it).
+		 */
+		if (L.n >= 3 && !s->core && chance(1, 16)) {
+			unsigned int a = (unsigned int)rnd(L.n - 1), k;
+			unsigned int b = a + 1 + (unsigned int)rnd(L.n - a - 1);
+			struct vring_desc *t;
+
+			L.tight = true;
+			tab = place(&L, 16 * (b - a), false);
+			L.tight = false;
+			t = ptr_of(&f.gm, tab);
+			for (k = a; k < b; k++) {
+				t[k - a] = d[k];
+				t[k - a].flags &= ~VRING_DESC_F_NEXT;
+				if (k + 1 < b) {
+					t[k - a].flags |= VRING_DESC_F_NEXT;
+					t[k - a].next = (uint16_t)(k - a + 1);
+				}
+			}
+			d[a] = (struct vring_desc){ tab, 16 * (b - a),
+				VRING_DESC_F_INDIRECT | (b < L.n ? VRING_DESC_F_NEXT : 0),
+				(uint16_t)(b < L.n ? a + 1 : 0) };
+			for (k = b; k < L.n; k++) {
+				d[a + 1 + k - b] = d[k];
+				if (d[a + 1 + k - b].flags & VRING_DESC_F_NEXT)
+					d[a + 1 + k - b].next = (uint16_t)(a + 2 + k - b);
+			}
+			*nd = a + 1 + L.n - b;
+			f.mixed_indirect++;
+		}
 	}
 	/* Unknown flag bits are ignored by the core. */
 	if (chance(1, 32))
@@ -2704,6 +2738,8 @@ static void print_stats(double secs)
 	       f.kicks, f.kicks_forced, f.kicks_none, f.epochs_checked);
 	printf("# queue depth: up to %" PRIu64 " chains outstanding on a ring of %u, up to %" PRIu64 " requests in flight in the backend\n",
 	       f.guest_depth, o.num, f.depth_max);
+	printf("# layouts: %" PRIu64 " direct chains through an indirect table (INDIRECT with NEXT)\n",
+	       f.mixed_indirect);
 	printf("# sent:");
 	for (i = 0; i < L_NR; i++)
 		if (f.sent[i])
