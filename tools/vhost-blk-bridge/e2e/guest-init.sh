@@ -94,6 +94,11 @@ rw)
 	phase_start
 	fio_check write-verify
 	phase_end fio
+	# The host SIGUSR1s the bridge now, while this disk is open and has
+	# been read, and answers on the console once the counters are out.
+	echo "VBB-E2E-STATS-REQUEST"
+	read -r -t 300 ack </dev/console
+	check stats-request-answered test "$ack" = VBB-E2E-GO
 
 	phase_start
 	check mkfs /sbin/mke2fs -q -F -t ext4 /dev/vda 64M

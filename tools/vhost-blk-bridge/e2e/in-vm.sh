@@ -157,12 +157,38 @@ tsc_khz=$(awk '/^cpu MHz/ { printf "%d", $4 * 1000; exit }' /proc/cpuinfo)
 clock_args=
 [ "${tsc_khz:-0}" -gt 0 ] && clock_args="tsc_early_khz=$tsc_khz tsc=reliable"
 
+# The guest's console input: a FIFO that this shell keeps open for writing,
+# so that QEMU never reads end-of-file from it and we can answer the guest.
+console_in=$work/console.in
+mkfifo "$console_in" || die "cannot create $console_in"
+exec {console_fd}<>"$console_in"
+
+# serve_stats_request LOG: when the guest asks (VBB-E2E-STATS-REQUEST, while
+# its disk is open and has served I/O), SIGUSR1 the bridge, wait until the
+# bridge has printed the counters, then let the guest go on.  The guest
+# waits for the answer, so this does not depend on how fast anything runs.
+serve_stats_request() {
+	local log=$1 qemu_pid=$2
+
+	while ! grep -q '^VBB-E2E-STATS-REQUEST' "$log" 2>/dev/null; do
+		kill -0 "$qemu_pid" 2>/dev/null || return
+		sleep 0.5
+	done
+	kill -USR1 "$bridge_pid"
+	while ! grep -q 'stats signal' "$out/bridge-rw.log"; do
+		kill -0 "$bridge_pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	echo VBB-E2E-GO >&"$console_fd"
+}
+
 # boot MODE: one nested guest against the running bridge.
 boot() {
-	local mode=$1 log=$out/guest-$1.log t0 rc accel=tcg
+	local mode=$1 log=$out/guest-$1.log t0 rc accel=tcg qemu_pid helper=
 
 	[ "$smp" -gt 1 ] && accel=tcg,thread=multi
 	t0=$(now)
+	: >"$log"
 	timeout -k 10 "$boot_timeout" qemu-system-x86_64 \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
 		-machine pc -accel "$accel" -cpu max -smp "$smp" -m "$guest_mem" \
@@ -175,8 +201,15 @@ boot() {
 		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
 		-drive "file=$tools,if=none,id=tools,format=raw,readonly=on" \
 		-device virtio-blk-pci,drive=tools,addr=0x5 \
-		</dev/null >"$log" 2>&1
+		<"$console_in" >"$log" 2>&1 &
+	qemu_pid=$!
+	if [ "$mode" = rw ]; then
+		serve_stats_request "$log" "$qemu_pid" &
+		helper=$!
+	fi
+	wait "$qemu_pid"
 	rc=$?
+	[ -z "$helper" ] || { kill "$helper" 2>/dev/null; wait "$helper" 2>/dev/null; }
 	timing "boot-$mode(total)" "$(elapsed "$t0")"
 	[ "$rc" = 124 ] && record "boot-$mode" fail "timed out after $boot_timeout s"
 	if ! grep -q '^VBB-E2E-DONE' "$log"; then
@@ -235,12 +268,9 @@ fi
 
 # Boot 1 and 2: one bridge, two frontends one after the other.
 start_bridge "$out/bridge-rw.log"
-# SIGUSR1 while the guest runs: the bridge prints the module's counters.
-(sleep 100; kill -USR1 "$bridge_pid" 2>/dev/null) &
-usr1_pid=$!
+# SIGUSR1 while the guest has its disk open (serve_stats_request): the
+# bridge prints the module's counters, which must show the guest's reads.
 boot rw
-kill "$usr1_pid" 2>/dev/null
-wait "$usr1_pid" 2>/dev/null
 if grep -q 'stats signal queue=0 in=[1-9]' "$out/bridge-rw.log"; then
 	record bridge-sigusr1-stats pass
 else
