@@ -256,6 +256,12 @@ static int vhost_blk_sync_range(struct vhost_blk_req *req,
 	struct file *file = req->be->file;
 	int ret;
 
+	/*
+	 * An empty range is done, as it is on a block device: fallocate()
+	 * would call it EINVAL after the ranges before it were applied.
+	 */
+	if (!nr)
+		return 0;
 	if (req->type == VIRTIO_BLK_T_SECURE_ERASE)
 		return blkdev_issue_secure_erase(req->be->bdev, sector, nr,
 						 GFP_KERNEL);

@@ -221,7 +221,7 @@ struct req {
 	uint32_t mtype;			/* type the module accounts it as */
 	uint64_t sector;		/* IN / OUT served */
 	uint32_t nsect;
-	unsigned int napply;		/* ranges served (file stops at 0) */
+	unsigned int napply;		/* ranges served */
 	unsigned int serial_epoch;
 	struct bad *bad;		/* a refused chain's bad item */
 };
@@ -719,21 +719,8 @@ static void evaluate(struct req *r, bool ro)
 		r->status = ranges_status(r, type, ro);
 		if (r->status != VIRTIO_BLK_S_OK)
 			break;
+		/* Every range is applied; an empty one is a no-op. */
 		r->napply = (unsigned int)(out_data / RSEG);
-		if (!f.bdev && type != VIRTIO_BLK_T_SECURE_ERASE) {
-			/* fallocate() of 0 bytes is EINVAL: stop there. */
-			const struct virtio_blk_discard_write_zeroes *s =
-				(const void *)r->tab;
-			unsigned int i;
-
-			for (i = 0; i < r->napply; i++)
-				if (!s[i].num_sectors)
-					break;
-			if (i < r->napply) {
-				r->napply = i;
-				r->status = VIRTIO_BLK_S_IOERR;
-			}
-		}
 		break;
 	case VIRTIO_BLK_T_GET_ID:
 		r->used = (uint32_t)(in_data < SERIAL_LEN ? in_data : SERIAL_LEN) + 1;
@@ -767,9 +754,7 @@ static void compute_locks(struct req *r)
 	unsigned int i;
 
 	evaluate(&tmp, false);
-	/* An IOERR range request on a file may have done its first ranges. */
-	if (tmp.x != X_ANSWER ||
-	    (tmp.status != VIRTIO_BLK_S_OK && !tmp.napply))
+	if (tmp.x != X_ANSWER || tmp.status != VIRTIO_BLK_S_OK)
 		return;
 	memcpy(&type, r->hdr, 4);
 	if (type == VIRTIO_BLK_T_IN || type == VIRTIO_BLK_T_OUT)
