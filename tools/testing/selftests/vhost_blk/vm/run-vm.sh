@@ -380,6 +380,11 @@ fi
 # TCG on a busy host is slow: raise the soft lockup and RCU stall limits so
 # that only real stalls make the dmesg check fail.
 cmdline+=" watchdog_thresh=30 rcupdate.rcu_cpu_stall_timeout=90"
+# TCG's TSC is the host's clock, the same on every vCPU; but on a busy host
+# the clocksource watchdog can still call it unstable at any moment, which
+# flips the sched_clock static key and so patches scheduler text (int3
+# and all) while the other vCPU runs through it.  Trust the TSC.
+[ "$accel" = tcg ] && cmdline+=" tsc=reliable"
 
 qemu_args=("${qemu_common[@]}" "${accel_args[@]}" -smp "$smp" -m "$mem"
 	-append "$cmdline"
