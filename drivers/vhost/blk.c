@@ -1200,12 +1200,25 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 		}
 		vhost_vq_set_backend(vq, be);
 		ret = vhost_vq_init_access(vq);
-		/* Serve what the guest queued while there was no backend. */
-		blk->vqs[i].requeued = true;
+		/*
+		 * Serve what the guest queued while there was no backend.  On
+		 * an empty ring, publish kicks as on (a run cut short by a
+		 * detach may have left them off, and with EVENT_IDX a ring
+		 * whose base was set has no avail_event yet) and re-check, as
+		 * a run that drained the ring would: the guest's next request
+		 * then kicks, and no run races with it to count it.
+		 */
+		if (!ret) {
+			vhost_disable_notify(&blk->dev, vq);
+			if (!vhost_vq_avail_empty(&blk->dev, vq) ||
+			    vhost_enable_notify(&blk->dev, vq)) {
+				blk->vqs[i].requeued = true;
+				__set_bit(i, started);
+			}
+		}
 		mutex_unlock(&vq->mutex);
 		if (ret)
 			return ret;
-		__set_bit(i, started);
 	}
 
 	/*
