@@ -76,6 +76,13 @@ enum {
 #define VHOST_BLK_MAX_RANGE_SECTORS	VHOST_BLK_MAX_DISCARD_SECTORS
 /* Largest request whose buffers are too misaligned for direct I/O. */
 #define VHOST_BLK_BOUNCE_MAX	SZ_1M
+/*
+ * Bounce pages one ring may have in flight.  A guest that posts nothing
+ * but misaligned buffers would otherwise make the host allocate up to
+ * VHOST_BLK_BOUNCE_MAX per ring entry.  Below VHOST_BLK_BYTE_WEIGHT, so
+ * that a run meets the budget before its weight.
+ */
+#define VHOST_BLK_BOUNCE_BUDGET	SZ_4M
 
 static unsigned int max_queues = 64;
 module_param(max_queues, uint, 0444);
@@ -101,6 +108,10 @@ struct vhost_blk_vq {
 	char serial[VHOST_BLK_SERIAL_LEN];
 	/* Set when the worker requeued itself rather than being kicked. */
 	bool requeued;
+	/* Bytes of bounce pages in flight; see vhost_blk_bounce_must_wait(). */
+	size_t bounce_bytes;
+	/* A request was put back to wait for bounce pages to be freed. */
+	bool bounce_wait;
 	/* Busy polling: see vhost_blk_poll(). */
 	bool poll_adaptive;
 	u32 poll_grow;
@@ -170,8 +181,11 @@ static sector_t vhost_blk_capacity(struct vhost_blk_backend *be)
 
 static void vhost_blk_free_bounce(struct vhost_blk_req *req)
 {
+	struct vhost_blk_vq *bvq = req->bvq;
 	unsigned int i;
 
+	lockdep_assert_held(&bvq->vq.mutex);
+	bvq->bounce_bytes -= (size_t)req->nr_bounce * PAGE_SIZE;
 	for (i = 0; i < req->nr_bounce; i++)
 		__free_page(req->bounce[i].bv_page);
 	kfree(req->bounce);
@@ -419,12 +433,15 @@ static void vhost_blk_submit_kiocb(struct vhost_blk_req *req,
 static int vhost_blk_setup_bounce(struct vhost_blk_req *req, bool write)
 {
 	unsigned int i, nr = DIV_ROUND_UP(req->len, PAGE_SIZE);
+	struct vhost_blk_vq *bvq = req->bvq;
 	size_t left = req->len;
 
+	lockdep_assert_held(&bvq->vq.mutex);
 	req->bounce = kcalloc(nr, sizeof(*req->bounce),
 			      GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!req->bounce)
 		return -ENOMEM;
+	bvq->stats.reqs_bounced++;
 
 	for (i = 0; i < nr; i++) {
 		size_t len = min_t(size_t, left, PAGE_SIZE);
@@ -435,6 +452,10 @@ static int vhost_blk_setup_bounce(struct vhost_blk_req *req, bool write)
 			return -ENOMEM;
 		bvec_set_page(&req->bounce[i], page, len, 0);
 		req->nr_bounce++;
+		bvq->bounce_bytes += PAGE_SIZE;
+		bvq->stats.bounce_bytes_max = max_t(u64,
+						    bvq->stats.bounce_bytes_max,
+						    bvq->bounce_bytes);
 		left -= len;
 		if (write && copy_page_from_iter(page, 0, len, &req->iter) != len)
 			return -EFAULT;
@@ -710,12 +731,43 @@ ioerr:
 }
 
 /*
- * Turn one descriptor chain into a request.  Returns the number of data
- * bytes submitted, for the worker's byte weight.
+ * Whether a read or write into @data must wait before it is taken from the
+ * ring: its buffers would be bounced, and the ring already has bounce
+ * pages in flight that this request would take past
+ * VHOST_BLK_BOUNCE_BUDGET.  With none in flight any request may go, so
+ * the ring always moves.
  */
-static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
-				   struct vhost_blk_backend *be, u16 head,
-				   unsigned int out, unsigned int in)
+static bool vhost_blk_bounce_must_wait(struct vhost_blk_vq *bvq,
+				       struct vhost_blk_backend *be, u32 type,
+				       struct iov_iter *in, struct iov_iter *out)
+{
+	struct iov_iter *data;
+	size_t len;
+
+	lockdep_assert_held(&bvq->vq.mutex);
+	if (likely(!bvq->bounce_bytes))
+		return false;
+	if (type == VIRTIO_BLK_T_IN)
+		data = in;
+	else if (type == VIRTIO_BLK_T_OUT)
+		data = out;
+	else
+		return false;
+	len = iov_iter_count(data);
+	if (len > VHOST_BLK_BOUNCE_MAX ||
+	    bvq->bounce_bytes + PAGE_ALIGN(len) <= VHOST_BLK_BOUNCE_BUDGET)
+		return false;
+	return !iov_iter_is_aligned(data, be->addr_mask, be->len_mask);
+}
+
+/*
+ * Turn one descriptor chain into a request.  Returns the number of data
+ * bytes submitted, for the worker's byte weight, or -EAGAIN if the request
+ * must wait for bounce pages (it was not taken: the caller puts it back).
+ */
+static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
+				    struct vhost_blk_backend *be, u16 head,
+				    unsigned int out, unsigned int in)
 {
 	struct virtio_blk_discard_write_zeroes *segs = NULL;
 	struct vhost_virtqueue *vq = &bvq->vq;
@@ -751,6 +803,9 @@ static size_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	}
 	type = vhost32_to_cpu(vq, hdr.type);
 	sector = vhost64_to_cpu(vq, hdr.sector);
+	/* Before anything is traced or counted: it will come round again. */
+	if (vhost_blk_bounce_must_wait(bvq, be, type, &in_iter, &out_iter))
+		return -EAGAIN;
 	trace_vhost_blk_req_submit(bvq->index, head, type, sector,
 				   iov_iter_count(&out_iter) +
 				   iov_iter_count(&in_iter), 0);
@@ -885,6 +940,12 @@ static void vhost_blk_done_work(struct vhost_work *work)
 	}
 	if (list)
 		vhost_blk_signal(bvq);
+	/* Bounce pages came back: take the request that waited for them. */
+	if (bvq->bounce_wait && list) {
+		bvq->bounce_wait = false;
+		bvq->requeued = true;
+		vhost_poll_queue(&vq->poll);
+	}
 	mutex_unlock(&vq->mutex);
 }
 
@@ -994,6 +1055,7 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	struct blk_plug plug;
 	size_t bytes = 0;
 	int head, reqs = 0;
+	ssize_t len;
 	u16 used = 0;
 
 	mutex_lock(&vq->mutex);
@@ -1052,7 +1114,19 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 			break;
 		}
 		bvq->idle_since_ns = 0;
-		bytes += vhost_blk_handle_req(bvq, be, head, out, in);
+		len = vhost_blk_handle_req(bvq, be, head, out, in);
+		if (unlikely(len < 0)) {
+			/*
+			 * Out of bounce budget: put the chain back, kicks
+			 * stay off, and done_work requeues us when it has
+			 * freed some.
+			 */
+			vhost_discard_vq_desc(vq, 1);
+			bvq->bounce_wait = true;
+			bvq->stats.bounce_waits++;
+			break;
+		}
+		bytes += len;
 		if (unlikely(vhost_exceeds_weight(vq, ++reqs, bytes))) {
 			/* vhost_exceeds_weight() requeued us. */
 			bvq->requeued = true;

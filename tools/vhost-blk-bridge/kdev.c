@@ -409,7 +409,8 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			" kicks=%llu notifies=%llu notifies_suppressed=%llu"
 			" used_batches=%llu polls=%llu poll_hits=%llu"
 			" poll_ns=%llu inflight=%llu inflight_max=%llu"
-			" poll_window_ns=%llu\n",
+			" poll_window_ns=%llu bounced=%llu bounce_waits=%llu"
+			" bounce_bytes_max=%llu\n",
 			why, i,
 			(unsigned long long)st.reqs_in,
 			(unsigned long long)st.reqs_out,
@@ -430,7 +431,10 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			(unsigned long long)st.poll_ns,
 			(unsigned long long)st.inflight,
 			(unsigned long long)st.inflight_max,
-			(unsigned long long)st.poll_window_ns);
+			(unsigned long long)st.poll_window_ns,
+			(unsigned long long)st.reqs_bounced,
+			(unsigned long long)st.bounce_waits,
+			(unsigned long long)st.bounce_bytes_max);
 	}
 	fflush(f);
 	return 0;

@@ -101,7 +101,12 @@ struct vhost_blk_vring_stats {
 	__u64 inflight;			/* requests in flight now */
 	__u64 inflight_max;		/* high-water mark of inflight */
 	__u64 poll_window_ns;		/* current busy-poll window */
-	__u64 reserved[6];
+	/* requests whose buffers went through bounce pages */
+	__u64 reqs_bounced;
+	/* times the ring waited for bounce pages to be freed */
+	__u64 bounce_waits;
+	__u64 bounce_bytes_max;		/* high-water mark of bounce pages */
+	__u64 reserved[3];
 };
 
 #define VHOST_BLK_STATS_RESET	(1U << 0)

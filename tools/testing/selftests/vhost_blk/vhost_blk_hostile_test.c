@@ -27,7 +27,7 @@
 #include "vblk_test.h"
 #include "hostile.h"
 
-/* The tests use sectors [AREA, AREA + 8192), 10-14 MiB into the disk. */
+/* The tests use sectors [AREA, AREA + 16384), 10-18 MiB into the disk. */
 #define AREA		20000ULL
 #define RSEG_SIZE	((uint32_t)sizeof(struct virtio_blk_discard_write_zeroes))
 #define MAX_SEG		VHOST_BLK_MAX_DISCARD_SEG
@@ -2075,6 +2075,99 @@ TEST_F_TIMEOUT(hostile, flooded_ring_yields_to_another_queue_every_8_mib, 180)
 {
 	/* 1 MiB each: a run stops after 8. */
 	flood(_metadata, &self->e, 64, 1 << 20, 2, 16);
+}
+
+/* ===================================================== bounce budget */
+
+/* Bounce pages a ring may hold (VHOST_BLK_BOUNCE_BUDGET, datapath.rst). */
+#define BOUNCE_BUDGET	(4ULL << 20)
+
+/*
+ * Post @n requests of @type and @len bytes each, from or into @bufs and
+ * from @sector on, all at once with one kick; every one must be answered
+ * OK with the right used length.
+ */
+static void bounce_flood(struct __test_metadata *_metadata, struct env *e,
+			 struct vq *vq, uint32_t type, uint8_t **bufs,
+			 unsigned int n, uint32_t len, uint64_t sector)
+{
+	uint16_t dir = type == VIRTIO_BLK_T_IN ? VRING_DESC_F_WRITE : 0;
+	uint8_t *st = galloc(_metadata, e, n, 64, 0);
+	struct virtio_blk_outhdr *h;
+	struct vring_desc d[3];
+	struct vq_used u;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		h = ghdr(_metadata, e, type, sector + (uint64_t)i * (len / SECTOR));
+		d[0] = rd_desc(e, h, 16, VRING_DESC_F_NEXT, 1);
+		d[1] = rd_desc(e, bufs[i], len, VRING_DESC_F_NEXT | dir, 2);
+		d[2] = rd_desc(e, st + i, 1, VRING_DESC_F_WRITE, 0);
+		ASSERT_LE(0, hq_add(vq, d, 3, st + i, true));
+	}
+	ASSERT_EQ(1, vq_kick_force(vq));
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(0, vq_wait_used(vq, &u, 60000))
+			TH_LOG("%u of %u %s requests answered", i, n,
+			       type_name(type));
+		ASSERT_FALSE(u.bad);
+		ASSERT_EQ(type == VIRTIO_BLK_T_IN ? len + 1 : 1, u.len);
+		ASSERT_STATUS(VIRTIO_BLK_S_OK, *(uint8_t *)u.token,
+			      "misaligned %s", type_name(type));
+	}
+}
+
+/*
+ * A ring full of buffers that direct I/O cannot take (one byte off a
+ * sector boundary) is served through bounce pages, but never more than
+ * the budget of them at once: the request that would go over waits, on
+ * the ring, for earlier ones to be answered.  One run of the worker takes
+ * four 1 MiB requests, so the fifth waits whatever the backend's speed.
+ */
+TEST_F_TIMEOUT(hostile, misaligned_flood_holds_at_most_4_mib_of_bounce_pages,
+	       120)
+{
+	enum { N = 8 };
+	const uint32_t len = 1 << 20;
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	size_t mark = guest_mark(&e->gm);
+	uint8_t *bufs[N], *want = xmalloc(_metadata, len);
+	struct vhost_blk_vring_stats s;
+	uint64_t seed = new_seed(e);
+	unsigned int i;
+
+	ASSERT_EQ(0, hq_stats(e->dev.fd, 0, true, &s));
+	for (i = 0; i < N; i++) {
+		bufs[i] = galloc(_metadata, e, len, 4096, 1);
+		pattern_fill(bufs[i], len, seed,
+			     (AREA + (uint64_t)i * (len / SECTOR)) * SECTOR);
+	}
+	bounce_flood(_metadata, e, vq, VIRTIO_BLK_T_OUT, bufs, N, len, AREA);
+	for (i = 0; i < N; i++)
+		memset(bufs[i], 0, len);
+	bounce_flood(_metadata, e, vq, VIRTIO_BLK_T_IN, bufs, N, len, AREA);
+	for (i = 0; i < N; i++) {
+		pattern_fill(want, len, seed,
+			     (AREA + (uint64_t)i * (len / SECTOR)) * SECTOR);
+		expect_same(_metadata, want, bufs[i], len, "misaligned read");
+		expect_canary(_metadata, e, bufs[i] + len, 64,
+			      "after a misaligned read");
+	}
+
+	ASSERT_EQ(0, hq_stats(e->dev.fd, 0, false, &s));
+	TH_LOG("bounced %llu requests, waited %llu times, at most %llu bytes",
+	       (unsigned long long)s.reqs_bounced,
+	       (unsigned long long)s.bounce_waits,
+	       (unsigned long long)s.bounce_bytes_max);
+	ASSERT_EQ(2ULL * N, s.reqs_bounced);
+	ASSERT_EQ(BOUNCE_BUDGET, s.bounce_bytes_max);
+	ASSERT_LE(2ULL, s.bounce_waits);
+	ASSERT_EQ(0ULL, s.reqs_ioerr);
+	ASSERT_EQ((uint64_t)N * len, s.bytes_read);
+	ASSERT_EQ((uint64_t)N * len, s.bytes_written);
+	guest_release(&e->gm, mark);
+	free(want);
 }
 
 TEST_HARNESS_MAIN
