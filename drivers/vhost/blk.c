@@ -214,9 +214,14 @@ static void vhost_blk_req_put(struct vhost_blk_req *req)
 	if (!atomic_dec_and_test(&req->pending))
 		return;
 
+	/*
+	 * Before the request is published: llist_add() is a full barrier,
+	 * so whoever sees its answer in the used ring also sees it no
+	 * longer counted (VHOST_BLK_GET_VRING_STATS reads the count bare).
+	 */
+	atomic_dec(&bvq->inflight);
 	llist_add(&req->node, &bvq->done_list);
 	vhost_vq_work_queue(&bvq->vq, &bvq->done_work);
-	atomic_dec(&bvq->inflight);
 
 	/*
 	 * atomic_dec_and_test() is fully ordered: the llist_add() and the
