@@ -1265,7 +1265,7 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 			       struct vhost_blk_backend *be)
 {
 	DECLARE_BITMAP(started, VHOST_BLK_MAX_QUEUES);
-	struct vhost_virtqueue *vq;
+	struct vhost_virtqueue *vq, *first;
 	int i, ret;
 
 	lockdep_assert_held(&blk->dev.mutex);
@@ -1301,12 +1301,19 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 	}
 
 	/*
-	 * Queue the runs back to back, once every ring is set up, so that a
-	 * flooded first ring cannot take several runs before the others are
-	 * even queued.
+	 * Queue the runs once every ring is set up, holding the first one's
+	 * mutex: a worker that starts the first run meanwhile waits in it
+	 * until every run is queued, so however this thread is scheduled, a
+	 * flooded ring's next run is queued behind the other rings' first.
 	 */
+	i = find_first_bit(started, blk->dev.nvqs);
+	if (i >= blk->dev.nvqs)
+		return 0;
+	first = &blk->vqs[i].vq;
+	mutex_lock(&first->mutex);
 	for_each_set_bit(i, started, blk->dev.nvqs)
 		vhost_poll_queue(&blk->vqs[i].vq.poll);
+	mutex_unlock(&first->mutex);
 	return 0;
 }
 

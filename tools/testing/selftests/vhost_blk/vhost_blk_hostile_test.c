@@ -2067,14 +2067,14 @@ static void flood(struct __test_metadata *_metadata, struct env *e,
 TEST_F_TIMEOUT(hostile, flooded_ring_yields_to_another_queue_every_256_requests,
 	       180)
 {
-	/* One run takes at most 256; queue 1 comes after one or two. */
-	flood(_metadata, &self->e, 1024, 4096, 4, 512);
+	/* One run takes at most 256, and queue 1's run is queued next. */
+	flood(_metadata, &self->e, 1024, 4096, 4, 256);
 }
 
 TEST_F_TIMEOUT(hostile, flooded_ring_yields_to_another_queue_every_8_mib, 180)
 {
-	/* 1 MiB each: a run stops after 8. */
-	flood(_metadata, &self->e, 64, 1 << 20, 2, 16);
+	/* 1 MiB each: a run stops after 8, then queue 1's run comes. */
+	flood(_metadata, &self->e, 64, 1 << 20, 2, 8);
 }
 
 /* ===================================================== bounce budget */
