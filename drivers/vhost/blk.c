@@ -52,7 +52,8 @@ enum {
 			     (1ULL << VIRTIO_BLK_F_TOPOLOGY) |
 			     (1ULL << VIRTIO_BLK_F_MQ) |
 			     (1ULL << VIRTIO_BLK_F_DISCARD) |
-			     (1ULL << VIRTIO_BLK_F_WRITE_ZEROES),
+			     (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) |
+			     (1ULL << VHOST_F_LOG_ALL),
 	/* Only offered while the attached backend has them. */
 	VHOST_BLK_FEATURES_BACKEND = (1ULL << VIRTIO_BLK_F_RO) |
 				     (1ULL << VIRTIO_BLK_F_SECURE_ERASE),
@@ -112,6 +113,11 @@ struct vhost_blk_vq {
 	size_t bounce_bytes;
 	/* A request was put back to wait for bounce pages to be freed. */
 	bool bounce_wait;
+	/*
+	 * Entries of vq->log for the chain being taken, when VHOST_F_LOG_ALL
+	 * is on: its device-writable buffers, by guest-physical address.
+	 */
+	unsigned int log_num;
 	/* Busy polling: see vhost_blk_poll(). */
 	bool poll_adaptive;
 	u32 poll_grow;
@@ -159,6 +165,9 @@ struct vhost_blk_req {
 	/* Bounce pages, when the buffers defeat direct I/O. */
 	struct bio_vec *bounce;
 	unsigned int nr_bounce;
+	/* Migration: the buffers to log dirty once answered; ours to kfree. */
+	struct vhost_log *log;
+	unsigned int log_num;
 	struct kiocb iocb;
 	struct work_struct sync_work;
 };
@@ -196,6 +205,7 @@ static void vhost_blk_free_bounce(struct vhost_blk_req *req)
 static void vhost_blk_req_free(struct vhost_blk_req *req)
 {
 	vhost_blk_free_bounce(req);
+	kfree(req->log);
 	kfree(req->segs);
 	kfree(req->iov);
 	kmem_cache_free(vhost_blk_req_cache, req);
@@ -573,6 +583,28 @@ static void vhost_blk_account(struct vhost_blk_vq *bvq, u16 head, u32 type,
 	}
 }
 
+/*
+ * Mark all of a request's device-writable buffers dirty in the migration
+ * log, while VHOST_F_LOG_ALL is on.  All of them: the status byte is the
+ * last, and an answer may write any byte before it.  The used ring is
+ * logged by the vhost core.  Called after the writes, under vq->mutex.
+ */
+static void vhost_blk_log_write(struct vhost_virtqueue *vq,
+				struct vhost_log *log, unsigned int log_num)
+{
+	unsigned int i;
+	u64 len = 0;
+
+	lockdep_assert_held(&vq->mutex);
+	if (!log_num || !vhost_has_feature(vq, VHOST_F_LOG_ALL))
+		return;
+	for (i = 0; i < log_num; i++)
+		len += log[i].len;
+	/* Exactly what the entries cover: more is a BUG() in the core. */
+	if (len && vhost_log_write(vq, log, log_num, len, NULL, 0))
+		vq_err(vq, "vhost-blk: cannot write the dirty log\n");
+}
+
 /* Complete a request that needs no I/O: status byte, then the used ring. */
 static void vhost_blk_finish_now(struct vhost_blk_vq *bvq, u16 head,
 				 u32 type, u64 sector, u8 __user *status,
@@ -583,6 +615,7 @@ static void vhost_blk_finish_now(struct vhost_blk_vq *bvq, u16 head,
 	if (put_user(val, status))
 		vq_err(vq, "vhost-blk: cannot write status of request %u\n",
 		       head);
+	vhost_blk_log_write(vq, vq->log, bvq->log_num);
 	vhost_blk_account(bvq, head, type, sector, len - 1, val);
 	vhost_add_used(vq, head, len);
 }
@@ -872,6 +905,15 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	req->sector = sector;
 	req->segs = segs;
 	req->nr_segs = nr_segs;
+	if (bvq->log_num) {
+		req->log = kmemdup(vq->log, bvq->log_num * sizeof(*vq->log),
+				   GFP_KERNEL);
+		if (!req->log) {
+			vhost_blk_req_free(req);
+			goto err;
+		}
+		req->log_num = bvq->log_num;
+	}
 	if (data) {
 		len = iov_iter_count(data);
 		req->len = len;
@@ -928,6 +970,7 @@ static void vhost_blk_done_work(struct vhost_work *work)
 		if (put_user(status, req->status))
 			vq_err(vq, "vhost-blk: cannot write status of request %u\n",
 			       req->head);
+		vhost_blk_log_write(vq, req->log, req->log_num);
 		vhost_blk_account(bvq, req->head, req->type, req->sector,
 				  req->len, status);
 		vq->heads[n].id = cpu_to_vhost32(vq, req->head);
@@ -1056,7 +1099,8 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	struct vhost_blk *blk = vhost_blk_from_vq(vq);
 	enum vhost_blk_poll_outcome poll;
 	struct vhost_blk_backend *be;
-	unsigned int out, in;
+	unsigned int out, in, log_num = 0;
+	struct vhost_log *vq_log;
 	struct blk_plug plug;
 	size_t bytes = 0;
 	int head, reqs = 0;
@@ -1081,10 +1125,14 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 
 	vhost_disable_notify(&blk->dev, vq);
 	used = vq->last_used_idx;
+	/* Migration: learn where every chain's writable buffers are. */
+	vq_log = unlikely(vhost_has_feature(vq, VHOST_F_LOG_ALL)) ?
+		 vq->log : NULL;
 	blk_start_plug(&plug);
 	do {
 		head = vhost_get_vq_desc(vq, vq->iov, ARRAY_SIZE(vq->iov),
-					 &out, &in, NULL, NULL);
+					 &out, &in, vq_log, &log_num);
+		bvq->log_num = vq_log ? log_num : 0;
 		/* The vhost core already reported a malformed chain. */
 		if (unlikely(head < 0))
 			break;
@@ -1260,6 +1308,16 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	}
 }
 
+/* Stop every ring, answer every request in flight, drop the backend. */
+static void vhost_blk_detach(struct vhost_blk *blk)
+{
+	lockdep_assert_held(&blk->dev.mutex);
+	vhost_blk_stop_vqs(blk);
+	vhost_blk_drain(blk);
+	vhost_blk_backend_put(blk->backend);
+	blk->backend = NULL;
+}
+
 /* Point every ring that is set up at @be and start it. */
 static int vhost_blk_start_vqs(struct vhost_blk *blk,
 			       struct vhost_blk_backend *be)
@@ -1335,24 +1393,13 @@ static long vhost_blk_set_backend(struct vhost_blk *blk, int fd)
 		}
 	}
 
-	vhost_blk_stop_vqs(blk);
-	vhost_blk_drain(blk);
-	vhost_blk_backend_put(blk->backend);
-	blk->backend = NULL;
-
+	vhost_blk_detach(blk);
 	if (be) {
+		blk->backend = be;
 		ret = vhost_blk_start_vqs(blk, be);
 		if (ret)
-			goto err_start;
-		blk->backend = be;
+			vhost_blk_detach(blk);
 	}
-	mutex_unlock(&blk->dev.mutex);
-	return 0;
-
-err_start:
-	vhost_blk_stop_vqs(blk);
-	vhost_blk_drain(blk);
-	vhost_blk_backend_put(be);
 out:
 	mutex_unlock(&blk->dev.mutex);
 	return ret;
@@ -1515,21 +1562,45 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 
 static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 {
+	bool log = features & (1ULL << VHOST_F_LOG_ALL);
+	struct vhost_blk_backend *be = NULL;
 	struct vhost_virtqueue *vq;
+	long ret = 0;
 	int i;
 
 	if (features & ~(VHOST_BLK_FEATURES | VHOST_BLK_FEATURES_BACKEND))
 		return -EOPNOTSUPP;
 
 	mutex_lock(&blk->dev.mutex);
+	if (log && !vhost_log_access_ok(&blk->dev)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	/*
+	 * Requests taken while logging was off do not know which guest
+	 * pages they are yet to write.  Let them all finish before logging
+	 * starts, so that every write from then on is logged.
+	 */
+	if (log && blk->backend &&
+	    !vhost_has_feature(&blk->vqs[0].vq, VHOST_F_LOG_ALL)) {
+		be = blk->backend;
+		vhost_blk_stop_vqs(blk);
+		vhost_blk_drain(blk);
+	}
 	for (i = 0; i < blk->dev.nvqs; i++) {
 		vq = &blk->vqs[i].vq;
 		mutex_lock(&vq->mutex);
 		vq->acked_features = features;
 		mutex_unlock(&vq->mutex);
 	}
+	if (be) {
+		ret = vhost_blk_start_vqs(blk, be);
+		if (ret)
+			vhost_blk_detach(blk);
+	}
+out:
 	mutex_unlock(&blk->dev.mutex);
-	return 0;
+	return ret;
 }
 
 static long vhost_blk_reset_owner(struct vhost_blk *blk)
@@ -1546,10 +1617,7 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 		ret = -ENOMEM;
 		goto out;
 	}
-	vhost_blk_stop_vqs(blk);
-	vhost_blk_drain(blk);
-	vhost_blk_backend_put(blk->backend);
-	blk->backend = NULL;
+	vhost_blk_detach(blk);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_reset_owner(&blk->dev, umem);
 out:
@@ -1647,10 +1715,7 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 		goto free;
 
 	mutex_lock(&blk->dev.mutex);
-	vhost_blk_stop_vqs(blk);
-	vhost_blk_drain(blk);
-	vhost_blk_backend_put(blk->backend);
-	blk->backend = NULL;
+	vhost_blk_detach(blk);
 	mutex_unlock(&blk->dev.mutex);
 
 	vhost_dev_stop(&blk->dev);

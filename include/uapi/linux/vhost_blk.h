@@ -4,7 +4,9 @@
  *
  * A VMM opens /dev/vhost-blk and drives it with the generic vhost ioctls of
  * <linux/vhost.h> (VHOST_SET_OWNER, VHOST_SET_MEM_TABLE, VHOST_SET_VRING_*,
- * VHOST_GET/SET_FEATURES, the worker ioctls), plus the two below.
+ * VHOST_GET/SET_FEATURES, the worker ioctls, and VHOST_SET_LOG_BASE /
+ * VHOST_SET_LOG_FD with VHOST_F_LOG_ALL for live migration), plus the ones
+ * below.
  *
  * The ioctl numbers 0xFF and 0xFE on VHOST_VIRTIO are the ones used by the
  * earlier out-of-tree vhost-blk implementation and by the QEMU device posted

@@ -2,7 +2,8 @@
 /*
  * vhost-blk control plane and life cycle: features, SET_BACKEND errors,
  * detach and re-attach, read-only backends, serial and config, completion
- * notifications, closing or exiting with requests in flight.
+ * notifications, closing or exiting with requests in flight, and the
+ * dirty log of a migration (VHOST_F_LOG_ALL).
  *
  * The backend is VHOST_BLK_TEST_DEV (see vblk_test.h).
  */
@@ -115,17 +116,21 @@ TEST_F(vhost_blk_ctl, features_offered_match_the_device)
 	fd = vblk_open_fd();
 	ASSERT_LE(0, fd);
 	f = features_of(_metadata, fd);
-	EXPECT_EQ(VBLK_FEATURES_DEVICE, f)
+	EXPECT_EQ(VBLK_FEATURES_DEVICE | VBLK_FEATURES_VHOST, f)
 		TH_LOG("offered %#llx, expected %#llx",
 		       (unsigned long long)f,
-		       (unsigned long long)VBLK_FEATURES_DEVICE);
+		       (unsigned long long)(VBLK_FEATURES_DEVICE |
+					    VBLK_FEATURES_VHOST));
 	close(fd);
 
 	/* A writable backend adds nothing but maybe SECURE_ERASE. */
 	f = features_of(_metadata, e->dev.fd);
-	EXPECT_EQ(VBLK_FEATURES_DEVICE, f & ~VBLK_FEATURES_BACKEND);
+	EXPECT_EQ(VBLK_FEATURES_DEVICE | VBLK_FEATURES_VHOST,
+		  f & ~VBLK_FEATURES_BACKEND);
 	EXPECT_EQ(0ULL, f & VBLK_F(VIRTIO_BLK_F_RO));
-	EXPECT_EQ(VBLK_FEATURES_DEVICE, e->dev.offered);
+	EXPECT_EQ(VBLK_FEATURES_DEVICE | VBLK_FEATURES_VHOST, e->dev.offered);
+	/* Logging is acked only when asked for. */
+	EXPECT_EQ(0ULL, e->dev.features & VBLK_FEATURES_VHOST);
 }
 
 TEST_F(vhost_blk_ctl, set_features_rejects_what_is_not_offered)
@@ -133,8 +138,8 @@ TEST_F(vhost_blk_ctl, set_features_rejects_what_is_not_offered)
 	static const unsigned int bad[] = {
 		VIRTIO_BLK_F_SIZE_MAX, VIRTIO_BLK_F_GEOMETRY,
 		VIRTIO_BLK_F_SCSI, VIRTIO_BLK_F_CONFIG_WCE,
-		VIRTIO_BLK_F_ZONED, VHOST_F_LOG_ALL,
-		VIRTIO_F_ACCESS_PLATFORM, VIRTIO_F_RING_PACKED, 63,
+		VIRTIO_BLK_F_ZONED, VIRTIO_F_ACCESS_PLATFORM,
+		VIRTIO_F_RING_PACKED, 63,
 	};
 	uint64_t f;
 	unsigned int i;
@@ -679,6 +684,225 @@ TEST_F(vhost_blk_ctl, no_interrupt_flag_suppresses_the_call)
 		ASSERT_EQ(0, vq_wait_call(vq, VQ_HANG_TIMEOUT_MS))
 			TH_LOG("no call with interrupts enabled");
 	free_reqs(req, N);
+}
+
+/* ------------------------------------------------------ dirty logging */
+
+#define LOG_PAGE	4096ULL
+
+/* A dirty log, one bit per 4 KiB guest page, covering @e's guest memory. */
+static uint8_t *log_alloc(struct __test_metadata *_metadata, struct env *e,
+			  size_t *size)
+{
+	uint64_t pages = (e->gm.gpa + e->gm.size) / LOG_PAGE;
+	uint8_t *bits;
+
+	*size = (size_t)((pages + 7) / 8);
+	bits = calloc(1, *size);
+	ASSERT_NE(NULL, bits);
+	return bits;
+}
+
+static bool log_dirty(const uint8_t *bits, uint64_t gpa)
+{
+	uint64_t page = gpa / LOG_PAGE;
+
+	return bits[page / 8] & (1u << (page % 8));
+}
+
+/* Every page of [p, p + len) of guest memory is dirty (or clean). */
+static void expect_pages(struct __test_metadata *_metadata, struct env *e,
+			 const uint8_t *bits, const void *p, size_t len,
+			 bool dirty, const char *what)
+{
+	uint64_t gpa = gpa_of(&e->gm, p), end = gpa + len;
+
+	for (gpa &= ~(LOG_PAGE - 1); gpa < end; gpa += LOG_PAGE)
+		ASSERT_EQ(dirty, log_dirty(bits, gpa))
+			TH_LOG("%s: guest page %#llx is %s", what,
+			       (unsigned long long)gpa,
+			       dirty ? "clean" : "dirty");
+}
+
+/* Only pages of the used ring or of @n buffers [p[i], p[i] + len[i]). */
+static void expect_only(struct __test_metadata *_metadata, struct env *e,
+			const uint8_t *bits, size_t size, const void **p,
+			const size_t *len, unsigned int n)
+{
+	const struct vq *vq = &e->dev.vq[0];
+	uint64_t used = gpa_of(&e->gm, vq->used);
+	/* flags, idx, the ring and avail_event */
+	uint64_t used_end = used + 4 + 8ULL * vq->num + 2;
+	uint64_t page, gpa, start;
+	unsigned int i;
+	bool ok;
+
+	for (page = 0; page < size * 8ULL; page++) {
+		gpa = page * LOG_PAGE;
+		if (!log_dirty(bits, gpa))
+			continue;
+		ok = gpa + LOG_PAGE > used && gpa < used_end;
+		for (i = 0; i < n && !ok; i++) {
+			start = gpa_of(&e->gm, p[i]);
+			ok = gpa + LOG_PAGE > start && gpa < start + len[i];
+		}
+		ASSERT_TRUE(ok)
+			TH_LOG("guest page %#llx is dirty, but the device wrote nothing there",
+			       (unsigned long long)gpa);
+	}
+}
+
+/*
+ * Turn logging on or off as QEMU does around a migration: the log base,
+ * VHOST_F_LOG_ALL, then the used ring's guest address with VHOST_VRING_F_LOG.
+ */
+static void log_set(struct __test_metadata *_metadata, struct env *e,
+		    uint8_t *bits, bool on)
+{
+	struct vq *vq = &e->dev.vq[0];
+	uint64_t base = (uint64_t)(uintptr_t)bits;
+	struct vhost_vring_addr a = {
+		.index = 0,
+		.flags = on ? 1u << VHOST_VRING_F_LOG : 0,
+		.desc_user_addr = vq_uaddr(vq->desc),
+		.avail_user_addr = vq_uaddr(vq->avail),
+		.used_user_addr = vq_uaddr(vq->used),
+		.log_guest_addr = gpa_of(&e->gm, vq->used),
+	};
+	uint64_t f = e->dev.features;
+
+	if (on)
+		f |= VBLK_FEATURES_VHOST;
+	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_SET_LOG_BASE, &base));
+	ASSERT_EQ(0, vblk_set_features(e->dev.fd, f));
+	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_SET_VRING_ADDR, &a));
+}
+
+/* A 12 KiB request on whole pages of its own; prep'd, not posted. */
+static void page_req(struct __test_metadata *_metadata, struct env *e,
+		     struct blk_req *req, uint32_t type, uint64_t sector)
+{
+	static const uint32_t len = 3 * LOG_PAGE;
+	struct blk_req_spec spec = {
+		.type = type, .sector = sector, .nseg = 1, .seg_len = &len,
+		.align = LOG_PAGE,
+	};
+
+	ASSERT_EQ(0, blk_req_prep(req, &e->gm, &spec));
+	/* Nothing else in the data's pages: the status follows them. */
+	ASSERT_EQ(0ULL, gpa_of(&e->gm, req->data[0]) % LOG_PAGE);
+}
+
+/*
+ * With VHOST_F_LOG_ALL, the pages the device wrote are dirty: a read's
+ * data, every status byte, the used ring.  A write's data, which it only
+ * read, stays clean, and so does everything else.  Logging off, nothing.
+ */
+TEST_F(vhost_blk_ctl, dirty_log_marks_exactly_the_pages_written)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	size_t mark = guest_mark(&e->gm), size;
+	uint8_t *bits = log_alloc(_metadata, e, &size);
+	struct blk_req rd, wr, again;
+	const void *p[3];
+	size_t len[3];
+
+	page_req(_metadata, e, &wr, VIRTIO_BLK_T_OUT, 9000);
+	page_req(_metadata, e, &rd, VIRTIO_BLK_T_IN, 9000);
+	page_req(_metadata, e, &again, VIRTIO_BLK_T_IN, 9000);
+	pattern_fill(wr.data[0], wr.data_len, new_seed(e), 9000 * SECTOR);
+
+	log_set(_metadata, e, bits, true);
+	ASSERT_EQ(0, blk_req_run(vq, &wr));
+	ASSERT_STATUS(VIRTIO_BLK_S_OK, *wr.status, "write, logging");
+	expect_pages(_metadata, e, bits, wr.data[0], wr.data_len, false,
+		     "a write's data");
+	expect_pages(_metadata, e, bits, wr.status, 1, true, "write status");
+
+	ASSERT_EQ(0, blk_req_run(vq, &rd));
+	ASSERT_STATUS(VIRTIO_BLK_S_OK, *rd.status, "read, logging");
+	expect_same(_metadata, wr.data[0], rd.data[0], rd.data_len,
+		    "read back");
+	expect_pages(_metadata, e, bits, rd.data[0], rd.data_len, true,
+		     "a read's data");
+	expect_pages(_metadata, e, bits, rd.status, 1, true, "read status");
+	p[0] = rd.data[0];
+	len[0] = rd.data_len;
+	p[1] = wr.status;
+	len[1] = 1;
+	p[2] = rd.status;
+	len[2] = 1;
+	expect_only(_metadata, e, bits, size, p, len, 3);
+
+	/* Logging off: nothing is logged any more. */
+	log_set(_metadata, e, bits, false);
+	memset(bits, 0, size);
+	ASSERT_EQ(0, blk_req_run(vq, &again));
+	ASSERT_STATUS(VIRTIO_BLK_S_OK, *again.status, "read, not logging");
+	expect_only(_metadata, e, bits, size, NULL, NULL, 0);
+	expect_pages(_metadata, e, bits, vq->used, 4, false, "the used ring");
+
+	blk_req_free(&rd);
+	blk_req_free(&wr);
+	blk_req_free(&again);
+	guest_release(&e->gm, mark);
+	free(bits);
+}
+
+/*
+ * Requests taken before logging starts do not know their pages: turning
+ * VHOST_F_LOG_ALL on waits for them.  Whatever is answered after the
+ * ioctl returns was taken with logging on, so its pages are dirty.
+ */
+TEST_F_TIMEOUT(vhost_blk_ctl, dirty_logging_starts_after_requests_in_flight,
+	       60)
+{
+	enum { N = 32 };
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	size_t mark = guest_mark(&e->gm), size;
+	uint8_t *bits = log_alloc(_metadata, e, &size);
+	struct blk_req *req = calloc(N, sizeof(*req));
+	unsigned int i, k, before, logged = 0;
+	bool seen[N] = { false };
+
+	ASSERT_NE(NULL, req);
+	vq_set_cb_mode(vq, VQ_CB_MANUAL);
+	for (i = 0; i < N; i++) {
+		page_req(_metadata, e, &req[i], VIRTIO_BLK_T_IN, 9000 + 24 * i);
+		ASSERT_EQ(0, blk_req_post(vq, &req[i]));
+	}
+	ASSERT_LE(0, vq_kick(vq));
+	log_set(_metadata, e, bits, true);
+	/* What is in the used ring now was answered before logging began. */
+	before = vq_used_pending(vq);
+	TH_LOG("%u of %u answered before logging started", before, N);
+
+	/* The rest, in used-ring order: each must have dirtied its pages. */
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, blk_complete_one(vq));
+		for (k = 0; k < N; k++) {
+			if (!req[k].done || seen[k])
+				continue;
+			seen[k] = true;
+			if (i < before)
+				continue;
+			expect_pages(_metadata, e, bits, req[k].data[0],
+				     req[k].data_len, true,
+				     "a read answered while logging");
+			logged++;
+		}
+	}
+	EXPECT_EQ(N - before, logged);
+	log_set(_metadata, e, bits, false);
+	for (i = 0; i < N; i++) {
+		ASSERT_STATUS(VIRTIO_BLK_S_OK, *req[i].status, "read %u", i);
+		blk_req_free(&req[i]);
+	}
+	free(req);
+	guest_release(&e->gm, mark);
+	free(bits);
 }
 
 TEST_HARNESS_MAIN
