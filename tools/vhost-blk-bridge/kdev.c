@@ -34,7 +34,8 @@
 			     F(VIRTIO_BLK_F_TOPOLOGY) |			\
 			     F(VIRTIO_BLK_F_DISCARD) |			\
 			     F(VIRTIO_BLK_F_WRITE_ZEROES) |		\
-			     F(VIRTIO_BLK_F_SECURE_ERASE))
+			     F(VIRTIO_BLK_F_SECURE_ERASE) |		\
+			     F(VHOST_F_LOG_ALL))
 
 /*
  * Bits whose config fields (topology, discard / write-zeroes / secure-erase

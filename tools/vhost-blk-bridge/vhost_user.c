@@ -428,6 +428,9 @@ static int kernel_vring_addr(struct vu_session *s, const struct vu_msg *m,
 	ka.desc_user_addr = (uintptr_t)desc;
 	ka.avail_user_addr = (uintptr_t)avail;
 	ka.used_user_addr = (uintptr_t)used;
+	/* Migration: the used ring's guest address, as the frontend said. */
+	ka.flags = v->addr.flags & (1u << VHOST_VRING_F_LOG);
+	ka.log_guest_addr = v->addr.log_guest_addr;
 	return KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ADDR, &ka);
 }
 
@@ -617,6 +620,55 @@ err:
 	return ret;
 }
 
+/*
+ * Migration: map the dirty log the frontend shares and give the module
+ * its address here, where the log of guest address 0 is mmap_offset into
+ * the fd.  The old log is unmapped once the module no longer uses it.
+ */
+static int h_set_log_base(struct vu_session *s, struct vu_msg *m,
+			  struct vu_reply *r)
+{
+	const struct vu_log *log = &m->payload.log;
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t delta = log->mmap_offset & (page - 1), base;
+	size_t len;
+	void *addr;
+	int ret;
+
+	if (!(s->protocol_features & (1ULL << VU_PROTOCOL_F_LOG_SHMFD)))
+		return fail(m, -EINVAL,
+			    "without VHOST_USER_PROTOCOL_F_LOG_SHMFD the log is not shared");
+	if (!log->mmap_size || log->mmap_size > SIZE_MAX - delta ||
+	    log->mmap_offset + log->mmap_size < log->mmap_offset)
+		return fail(m, -EINVAL, "bad log: 0x%llx bytes at offset 0x%llx",
+			    (unsigned long long)log->mmap_size,
+			    (unsigned long long)log->mmap_offset);
+	len = (size_t)(log->mmap_size + delta);
+	addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fds[0],
+		    (off_t)(log->mmap_offset - delta));
+	if (addr == MAP_FAILED)
+		return fail(m, -errno,
+			    "mmap of the log (%llu bytes at offset 0x%llx of fd %d): %s",
+			    (unsigned long long)log->mmap_size,
+			    (unsigned long long)log->mmap_offset, m->fds[0],
+			    strerror(errno));
+	base = (uintptr_t)addr + delta;
+	ret = KDEV_IOCTL(&s->kdev, VHOST_SET_LOG_BASE, &base);
+	if (ret) {
+		munmap(addr, len);
+		return ret;
+	}
+	if (s->log_map)
+		munmap(s->log_map, s->log_map_len);
+	s->log_map = addr;
+	s->log_map_len = len;
+	vbb_dbg("dirty log: 0x%llx bytes -> %p", (unsigned long long)log->mmap_size,
+		(void *)(uintptr_t)base);
+	/* vhost-user.rst: a reply, which QEMU waits for. */
+	set_reply_u64(r, 0);
+	return 0;
+}
+
 static int h_set_vring_num(struct vu_session *s, struct vu_msg *m,
 			   struct vu_reply *r)
 {
@@ -652,13 +704,13 @@ static int h_set_vring_addr(struct vu_session *s, struct vu_msg *m,
 	(void)r;
 	if (!v)
 		return -EINVAL;
-	if (a->flags & (1u << VHOST_VRING_F_LOG))
-		return fail(m, -EOPNOTSUPP,
-			    "vring %u: dirty logging (VHOST_VRING_F_LOG) is not supported",
-			    a->index);
-	if (a->flags)
+	if (a->flags & ~(1u << VHOST_VRING_F_LOG))
 		return fail(m, -EINVAL, "vring %u: unknown flags 0x%x",
 			    a->index, a->flags);
+	if ((a->flags & (1u << VHOST_VRING_F_LOG)) && !s->log_map)
+		return fail(m, -EINVAL,
+			    "vring %u: VHOST_VRING_F_LOG without SET_LOG_BASE",
+			    a->index);
 	if (!s->mem_set)
 		return fail(m, -EINVAL, "vring %u: no SET_MEM_TABLE yet",
 			    a->index);
@@ -866,6 +918,7 @@ static int h_set_config(struct vu_session *s, struct vu_msg *m,
 
 enum vu_fds {
 	FDS_NONE,	/* no descriptor */
+	FDS_ONE,	/* exactly one */
 	FDS_VRING,	/* one, or none with VU_VRING_NOFD */
 	FDS_REGIONS,	/* one per region: the handler checks */
 };
@@ -883,6 +936,8 @@ static const struct vu_handler {
 	[VU_SET_OWNER] = { h_set_owner, 0, FDS_NONE, false },
 	[VU_RESET_OWNER] = { h_reset_owner, 0, FDS_NONE, false },
 	[VU_SET_MEM_TABLE] = { h_set_mem_table, SIZE_VAR, FDS_REGIONS, false },
+	[VU_SET_LOG_BASE] = { h_set_log_base, sizeof(struct vu_log), FDS_ONE,
+			      true },
 	[VU_SET_VRING_NUM] = { h_set_vring_num, 8, FDS_NONE, false },
 	[VU_SET_VRING_ADDR] = { h_set_vring_addr,
 				sizeof(struct vhost_vring_addr), FDS_NONE,
@@ -913,6 +968,9 @@ static int check_msg(const struct vu_handler *h, const struct vu_msg *m)
 	switch (h->fds) {
 	case FDS_NONE:
 		want_fds = 0;
+		break;
+	case FDS_ONE:
+		want_fds = 1;
 		break;
 	case FDS_VRING:
 		if (m->payload.u64 & ~(VU_VRING_IDX_MASK | VU_VRING_NOFD))
@@ -1037,5 +1095,9 @@ void vu_session_close(struct vu_session *s)
 	unmap_regions(s->regions, s->nregions);
 	s->nregions = 0;
 	s->mem_set = false;
+	if (s->log_map)
+		munmap(s->log_map, s->log_map_len);
+	s->log_map = NULL;
+	s->log_map_len = 0;
 	memset(s->vrings, 0, sizeof(s->vrings));
 }

@@ -78,6 +78,7 @@ enum vu_request {
 #define VU_PROTOCOL_F_CONFIG		9
 /* What the bridge implements, and offers. */
 #define VU_PROTOCOL_FEATURES	((1ULL << VU_PROTOCOL_F_MQ) |		\
+				 (1ULL << VU_PROTOCOL_F_LOG_SHMFD) |	\
 				 (1ULL << VU_PROTOCOL_F_REPLY_ACK) |	\
 				 (1ULL << VU_PROTOCOL_F_CONFIG))
 
@@ -115,6 +116,12 @@ struct vu_memory {
 	struct vu_mem_region regions[VU_MAX_REGIONS];
 };
 
+/* SET_LOG_BASE with LOG_SHMFD: the dirty log, in the message's fd. */
+struct vu_log {
+	uint64_t mmap_size;
+	uint64_t mmap_offset;
+};
+
 struct vu_config_space {
 	uint32_t offset;
 	uint32_t size;
@@ -129,6 +136,7 @@ union vu_payload {
 	struct vhost_vring_state state;
 	struct vhost_vring_addr addr;
 	struct vu_memory memory;
+	struct vu_log log;
 	struct vu_config_space config;
 };
 
@@ -197,6 +205,9 @@ struct vu_session {
 	unsigned int nregions;
 	bool mem_set;
 	struct vu_vring vrings[KDEV_MAX_QUEUES];
+	/* The dirty log of a migration (SET_LOG_BASE), mapped here. */
+	void *log_map;
+	size_t log_map_len;
 	unsigned int msgs;		/* handled, for messages */
 };
 

@@ -68,12 +68,16 @@ struct fake {
 	int fail_errno;			/* ... with this */
 };
 
-static const uint64_t fake_features =
-	F(VIRTIO_F_VERSION_1) | F(VIRTIO_RING_F_INDIRECT_DESC) |
-	F(VIRTIO_RING_F_EVENT_IDX) | F(VIRTIO_BLK_F_SEG_MAX) |
-	F(VIRTIO_BLK_F_BLK_SIZE) | F(VIRTIO_BLK_F_FLUSH) |
-	F(VIRTIO_BLK_F_TOPOLOGY) | F(VIRTIO_BLK_F_MQ) |
-	F(VIRTIO_BLK_F_DISCARD) | F(VIRTIO_BLK_F_WRITE_ZEROES);
+#define FAKE_FEATURES							\
+	(F(VIRTIO_F_VERSION_1) | F(VIRTIO_RING_F_INDIRECT_DESC) |	\
+	 F(VIRTIO_RING_F_EVENT_IDX) | F(VIRTIO_BLK_F_SEG_MAX) |		\
+	 F(VIRTIO_BLK_F_BLK_SIZE) | F(VIRTIO_BLK_F_FLUSH) |		\
+	 F(VIRTIO_BLK_F_TOPOLOGY) | F(VIRTIO_BLK_F_MQ) |		\
+	 F(VIRTIO_BLK_F_DISCARD) | F(VIRTIO_BLK_F_WRITE_ZEROES) |	\
+	 F(VHOST_F_LOG_ALL))
+static const uint64_t fake_features = FAKE_FEATURES;
+/* What QEMU acks outside a migration: all but dirty logging. */
+static const uint64_t fake_guest_features = FAKE_FEATURES & ~F(VHOST_F_LOG_ALL);
 
 static void fake_init(struct fake *f)
 {
@@ -231,6 +235,8 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 		return 0;
 	case VHOST_SET_VRING_BUSYLOOP_TIMEOUT:
 		return 0;
+	case VHOST_SET_LOG_BASE:
+		return 0;
 	default:
 		return -ENOTTY;
 	}
@@ -384,8 +390,8 @@ static int count_fds(void)
 	return n - 1;	/* the DIR's own */
 }
 
-/* Mappings of the test's guest memory memfd in this process. */
-static int count_guest_maps(void)
+/* Mappings in this process of the memfd called @name. */
+static int count_maps(const char *name)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
 	char line[512];
@@ -394,9 +400,20 @@ static int count_guest_maps(void)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		n += strstr(line, "vbb-test-guest") != NULL;
+		n += strstr(line, name) != NULL;
 	fclose(f);
 	return n;
+}
+
+/* ... of the test's guest memory, and of its dirty log. */
+static int count_guest_maps(void)
+{
+	return count_maps("vbb-test-guest");
+}
+
+static int count_log_maps(void)
+{
+	return count_maps("vbb-test-log");
 }
 
 /* ------------------------------------------------------ the test device */
@@ -691,7 +708,7 @@ static void start(struct env *e, unsigned int nq, bool enable)
 	unsigned int q;
 	int ret;
 
-	ret = xchg_u64(e, VU_SET_FEATURES, fake_features |
+	ret = xchg_u64(e, VU_SET_FEATURES, fake_guest_features |
 		       F(VU_F_PROTOCOL_FEATURES));
 	CHECK(ret == 0, "SET_FEATURES: %d", ret);
 	ret = set_mem_table(e, VU_VERSION | VU_NEED_REPLY);
@@ -755,15 +772,16 @@ static void t_get_protocol_features(struct env *e)
 {
 	uint64_t f = get_u64(e, VU_GET_PROTOCOL_FEATURES);
 
-	CHECK(f == (F(VU_PROTOCOL_F_MQ) | F(VU_PROTOCOL_F_REPLY_ACK) |
-		    F(VU_PROTOCOL_F_CONFIG)),
+	CHECK(f == (F(VU_PROTOCOL_F_MQ) | F(VU_PROTOCOL_F_LOG_SHMFD) |
+		    F(VU_PROTOCOL_F_REPLY_ACK) | F(VU_PROTOCOL_F_CONFIG)),
 	      "protocol features 0x%llx", (unsigned long long)f);
 }
 
 static void t_set_protocol_features_unknown(struct env *e)
 {
+	/* Bit 2, RARP: a vhost-user-net extension. */
 	int ret = xchg_u64(e, VU_SET_PROTOCOL_FEATURES,
-			   VU_PROTOCOL_FEATURES | F(VU_PROTOCOL_F_LOG_SHMFD));
+			   VU_PROTOCOL_FEATURES | F(2));
 
 	CHECK(ret == -1, "accepted: %d", ret);
 	CHECK(log_has("never offered"), "no clear error");
@@ -1149,7 +1167,8 @@ static void t_no_protocol_features(struct env *e)
 	/* An old frontend: rings are enabled from the start. */
 	for (q = 0; q < NQ; q++)
 		CHECK(xchg_fd(e, VU_SET_VRING_CALL, q, e->call[q]) == 0, "call");
-	CHECK(xchg_u64(e, VU_SET_FEATURES, fake_features) == 0, "features");
+	CHECK(xchg_u64(e, VU_SET_FEATURES, fake_guest_features) == 0,
+	      "features");
 	CHECK(set_mem_table(e, VU_VERSION) == 0, "mem");
 	for (q = 0; q < NQ; q++) {
 		struct vhost_vring_addr a = fe_ring_addr(q);
@@ -1245,10 +1264,10 @@ static void t_unknown_request(struct env *e)
 static void t_unsupported_request(struct env *e)
 {
 	uint64_t v = 0;
-	int ret = xchg(e, VU_SET_LOG_BASE, VU_VERSION, &v, 8, NULL, 0);
+	int ret = xchg(e, VU_SET_LOG_FD, VU_VERSION, &v, 8, NULL, 0);
 
 	CHECK(ret == -1, "handle: %d", ret);
-	CHECK(log_has("SET_LOG_BASE (6): not supported"), "no clear error");
+	CHECK(log_has("SET_LOG_FD (7): not supported"), "no clear error");
 }
 
 static void t_bad_version(struct env *e)
@@ -1559,6 +1578,173 @@ static void t_stats(struct env *e)
  * Random messages after a normal start: whatever they do, the session
  * must not crash, must answer with flags 0x5 if at all, and must not leak.
  */
+/* ------------------------------------------------------ live migration */
+
+#define LOG_BYTES	(64u << 10)
+
+/* A dirty log memfd whose first word, after @offset, holds @mark. */
+static int make_log(uint64_t offset, uint32_t mark)
+{
+	int fd = memfd_create("vbb-test-log", MFD_CLOEXEC);
+
+	if (fd < 0 || ftruncate(fd, offset + LOG_BYTES) ||
+	    pwrite(fd, &mark, sizeof(mark), offset) != sizeof(mark))
+		return -1;
+	return fd;
+}
+
+/* SET_LOG_BASE as QEMU 7.2 sends it with LOG_SHMFD, and its reply. */
+static int set_log_base(struct env *e, int fd, uint64_t size, uint64_t offset)
+{
+	struct vu_log log = { .mmap_size = size, .mmap_offset = offset };
+	struct vu_hdr h;
+	uint64_t v = ~0ULL;
+	int ret;
+
+	ret = xchg(e, VU_SET_LOG_BASE, VU_VERSION, &log, sizeof(log), &fd,
+		   fd < 0 ? 0 : 1);
+	if (ret)
+		return ret;
+	CHECK(recv_reply(e, &h, &v, sizeof(v)) == 0, "SET_LOG_BASE: no reply");
+	CHECK(h.request == VU_SET_LOG_BASE && h.flags == 0x5 && h.size == 8 &&
+	      v == 0, "SET_LOG_BASE reply: request %u flags 0x%x size %u value %llu",
+	      h.request, h.flags, h.size, (unsigned long long)v);
+	return 0;
+}
+
+/* The log the kernel was last given holds @mark: it is our mapping. */
+static void expect_kernel_log(struct env *e, uint32_t mark)
+{
+	int i = -1, j;
+
+	for (j = find_call(&e->fake, VHOST_SET_LOG_BASE, 0); j >= 0;
+	     j = find_call(&e->fake, VHOST_SET_LOG_BASE, j + 1))
+		i = j;
+	CHECK(i >= 0, "no VHOST_SET_LOG_BASE");
+	if (i < 0)
+		return;
+	CHECK(*(uint32_t *)(uintptr_t)e->fake.calls[i].a.u64 == mark,
+	      "the kernel's log is not the frontend's");
+}
+
+/*
+ * QEMU's vhost_migration_log(): SET_LOG_BASE with the log's fd, then
+ * SET_FEATURES with VHOST_F_LOG_ALL, then SET_VRING_ADDR with
+ * VHOST_VRING_F_LOG for every ring; all of it reaches the kernel.
+ */
+static void t_migration_log(struct env *e)
+{
+	int fd = make_log(0x2000, 0x10c10c), i, ret;
+	struct vhost_vring_addr a;
+	unsigned int q;
+
+	CHECK(fd >= 0, "log memfd");
+	handshake(e);
+	start(e, NQ, true);
+	i = find_call(&e->fake, VHOST_SET_FEATURES, 0);
+	CHECK(i >= 0 && !(e->fake.calls[i].a.u64 & F(VHOST_F_LOG_ALL)),
+	      "logging on from the start");
+	ret = set_log_base(e, fd, LOG_BYTES, 0x2000);
+	CHECK(ret == 0, "SET_LOG_BASE: %d", ret);
+	close(fd);
+	expect_kernel_log(e, 0x10c10c);
+	CHECK(count_log_maps() == 1, "log not mapped once");
+
+	i = e->fake.ncalls;
+	ret = xchg_u64(e, VU_SET_FEATURES, fake_features |
+		       F(VU_F_PROTOCOL_FEATURES));
+	CHECK(ret == 0, "SET_FEATURES with LOG_ALL: %d", ret);
+	i = find_call(&e->fake, VHOST_SET_FEATURES, i);
+	CHECK(i >= 0 && e->fake.calls[i].a.u64 == fake_features,
+	      "the kernel did not get VHOST_F_LOG_ALL");
+	for (q = 0; q < NQ; q++) {
+		a = fe_ring_addr(q);
+		a.flags = 1u << VHOST_VRING_F_LOG;
+		i = e->fake.ncalls;
+		ret = xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a),
+			   NULL, 0);
+		CHECK(ret == 0, "SET_VRING_ADDR %u with LOG: %d", q, ret);
+		i = find_call(&e->fake, VHOST_SET_VRING_ADDR, i);
+		CHECK(i >= 0, "no VHOST_SET_VRING_ADDR for %u", q);
+		if (i < 0)
+			continue;
+		CHECK(e->fake.calls[i].a.addr.flags == 1u << VHOST_VRING_F_LOG &&
+		      e->fake.calls[i].a.addr.log_guest_addr == a.log_guest_addr,
+		      "ring %u: flags 0x%x log 0x%llx", q,
+		      e->fake.calls[i].a.addr.flags,
+		      (unsigned long long)e->fake.calls[i].a.addr.log_guest_addr);
+	}
+	CHECK(e->fake.attached && e->fake.running[0] && e->fake.running[1],
+	      "not running while logging");
+	CHECK(!log_has("error"), "errors while logging");
+}
+
+/* A new log (guest memory grew) replaces the old one; none outlives us. */
+static void t_migration_log_replaced(struct env *e)
+{
+	int fd1 = make_log(0, 0xaaaa), fd2 = make_log(0x1000, 0xbbbb);
+
+	CHECK(fd1 >= 0 && fd2 >= 0, "log memfds");
+	handshake(e);
+	start(e, NQ, true);
+	CHECK(set_log_base(e, fd1, LOG_BYTES, 0) == 0, "first log");
+	CHECK(set_log_base(e, fd2, LOG_BYTES, 0x1000) == 0, "second log");
+	close(fd1);
+	close(fd2);
+	expect_kernel_log(e, 0xbbbb);
+	CHECK(count_log_maps() == 1, "%d log mappings", count_log_maps());
+	close(e->fe);
+	e->fe = -1;
+	CHECK(vu_session_handle(&e->s) == 1, "EOF");
+	vu_session_close(&e->s);
+	e->open = false;
+	CHECK(count_log_maps() == 0, "the log is still mapped after the session");
+}
+
+/* A new session on a fresh environment, started as QEMU starts it. */
+static void fresh_start(struct env *e)
+{
+	env_fini(e);
+	CHECK(env_init_opts(e, false, true) == 0, "setup");
+	handshake(e);
+	start(e, NQ, true);
+}
+
+/* What a dirty log must not be; each closes the connection, leaks nothing. */
+static void t_migration_log_bad(struct env *e)
+{
+	struct vu_log log = { .mmap_size = LOG_BYTES };
+	struct vhost_vring_addr a = fe_ring_addr(0);
+	int fd = make_log(0, 1), ret, null = open("/dev/null", O_RDONLY);
+
+	CHECK(fd >= 0 && null >= 0, "fds");
+	/* Before LOG_SHMFD was negotiated. */
+	get_u64(e, VU_GET_FEATURES);
+	ret = set_log_base(e, fd, LOG_BYTES, 0);
+	CHECK(ret == -1 && log_has("LOG_SHMFD"), "without LOG_SHMFD: %d", ret);
+
+	fresh_start(e);
+	ret = xchg(e, VU_SET_LOG_BASE, VU_VERSION, &log, sizeof(log), NULL, 0);
+	CHECK(ret == -1, "no fd: %d", ret);
+
+	fresh_start(e);
+	ret = set_log_base(e, fd, ~0ULL - 100, 0x1000);
+	CHECK(ret == -1 && log_has("bad log"), "size wrapping around: %d", ret);
+
+	fresh_start(e);
+	ret = set_log_base(e, null, LOG_BYTES, 0);
+	CHECK(ret == -1 && log_has("mmap of the log"), "unmappable fd: %d", ret);
+
+	fresh_start(e);
+	a.flags = 1u << VHOST_VRING_F_LOG;
+	ret = xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a), NULL, 0);
+	CHECK(ret == -1 && log_has("without SET_LOG_BASE"),
+	      "VHOST_VRING_F_LOG without a log: %d", ret);
+	CHECK(count_log_maps() == 0, "a refused log stayed mapped");
+	close(fd);
+	close(null);
+}
+
 static void t_random_messages(struct env *e)
 {
 	unsigned int i, seed = 12345;
@@ -1635,7 +1821,7 @@ struct test {
 
 static const struct test tests[] = {
 	{ "GET_FEATURES offers the module's features and PROTOCOL_FEATURES", t_get_features, false },
-	{ "GET_PROTOCOL_FEATURES is MQ, REPLY_ACK and CONFIG", t_get_protocol_features, false },
+	{ "GET_PROTOCOL_FEATURES is MQ, LOG_SHMFD, REPLY_ACK and CONFIG", t_get_protocol_features, false },
 	{ "SET_PROTOCOL_FEATURES with a bit never offered is refused", t_set_protocol_features_unknown, false },
 	{ "GET_QUEUE_NUM is --num-queues", t_get_queue_num, false },
 	{ "GET_CONFIG: capacity, blk_size, seg_max, num_queues, slices", t_get_config, false },
@@ -1685,6 +1871,9 @@ static const struct test tests[] = {
 	{ "--num-queues above the module's max_queues", t_too_many_queues, false },
 	{ "/dev/vhost-blk missing", t_open_fails, false },
 	{ "queue counters", t_stats, false },
+	{ "migration: SET_LOG_BASE, LOG_ALL and VRING_F_LOG reach the kernel", t_migration_log, false },
+	{ "migration: a new log replaces the old, none outlives the session", t_migration_log_replaced, false },
+	{ "migration: a log without LOG_SHMFD, fd, valid size or mapping", t_migration_log_bad, false },
 	{ "2000 random messages: no crash, no leak", t_random_messages, false },
 };
 
