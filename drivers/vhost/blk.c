@@ -1331,7 +1331,14 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 	for (i = 0; i < blk->dev.nvqs; i++) {
 		vq = &blk->vqs[i].vq;
 		mutex_lock(&vq->mutex);
-		if (!vq->desc || !vhost_vq_access_ok(vq)) {
+		if (!vq->desc) {
+			mutex_unlock(&vq->mutex);
+			continue;
+		}
+		/* Set up, but its rings or dirty log are not all mapped. */
+		if (!vhost_vq_access_ok(vq)) {
+			vq_err(vq, "vhost-blk: vq %d: rings or log not accessible, not started\n",
+			       i);
 			mutex_unlock(&vq->mutex);
 			continue;
 		}
