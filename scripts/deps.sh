@@ -23,7 +23,7 @@ die() { log "error: $*"; exit 1; }
 # Host tools: compiler, VM, initramfs, I/O tools used by tests and bench.
 host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
 	kmod xz-utils fio e2fsprogs util-linux perl gnuplot-nox liburing-dev
-	linux-perf flex bison bc libelf-dev libssl-dev"
+	linux-perf flex bison bc libelf-dev libssl-dev socat"
 
 have_all() {
 	local p

@@ -5,7 +5,7 @@
 # sh).  Its root is the read-only tools disk; /dev/vda is the disk served by
 # QEMU's vhost-user-blk-pci -> vhost-blk-bridge -> /dev/vhost-blk.
 #
-# Kernel parameters: vbb.mode=rw|reconnect|ro|demo|probe, vbb.serial=S,
+# Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|demo|probe, vbb.serial=S,
 # vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo: seconds per
 # fio job).  Every check prints
 #   VBB-E2E-RESULT <name> pass|fail [detail]
@@ -137,6 +137,45 @@ ro)
 	check fsck /sbin/e2fsck -fn /dev/vda
 	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
 	phase_end ro
+	;;
+migrate)
+	# Live migration with I/O running: write a pattern, ask the host to
+	# migrate, and re-verify it (reads into guest memory through vhost)
+	# until the host says, on the console, that the migration is done;
+	# by then this runs on the destination.  Then new writes there.
+	mig="--name=mig --filename=/dev/vda --direct=1 --ioengine=libaio --bs=4k --iodepth=16 --size=8m --verify=crc32c --randrepeat=1 --rw=randwrite"
+	phase_start
+	check migrate-write fio $mig --offset=200m --do_verify=0
+	fio $mig --offset=200m --verify_only --loops=100000 >/tmp/mig 2>&1 &
+	fiopid=$!
+	# fio takes seconds to start here: ask only once 64 reads are done.
+	reads0=$(awk '{ print $1 }' /sys/block/vda/stat)
+	i=0
+	while [ "$(awk '{ print $1 }' /sys/block/vda/stat)" -lt $((reads0 + 64)) ] &&
+	      [ $i -lt 1500 ] && kill -0 $fiopid 2>/dev/null; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	echo "VBB-E2E-MIGRATE-NOW"
+	# One read, one timeout: busybox's read -t drops what it has read
+	# when its time runs out mid-line, so a loop of short reads can lose
+	# the answer's first bytes.  The host always answers.
+	ack=
+	read -r -t 600 ack </dev/console
+	check migrate-answered test "$ack" = VBB-E2E-GO
+	# Still reading now: the reads ran through the whole migration.
+	check migrate-reads-throughout kill -0 $fiopid
+	kill -INT $fiopid 2>/dev/null
+	wait $fiopid
+	if grep -q '^mig: (groupid=0, jobs=1): err= 0:' /tmp/mig &&
+	   ! grep -q '^verify: ' /tmp/mig; then
+		result migrate-verify-during pass "$(sed -n 's/.*READ: .*io=\([^ ,]*\).*/\1/p' /tmp/mig | head -n 1) read"
+	else
+		result migrate-verify-during fail "$(grep -E '^verify: |err=' /tmp/mig | head -n 2 | cut -c1-160 | tr '\n' '|')"
+	fi
+	phase_end migrate
+	check migrate-verify-after fio $mig --offset=200m --verify_only
+	check migrate-new-writes fio $mig --offset=216m --do_verify=1
 	;;
 demo)
 	# make demo: 4 KiB random reads and writes at iodepth 1 and 16.

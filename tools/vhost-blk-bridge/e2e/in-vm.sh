@@ -11,7 +11,10 @@
 #   3. the image is checked from outside: e2fsck, the files' checksums,
 #      fio --verify_only of both regions
 #   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of it
-#   5. boot 3 (ro): the bridge again with --read-only; the guest sees a
+#   5. boot 3 (migrate): live migration, with reads running, to a second
+#      QEMU on a second bridge on the same disk; the data read during and
+#      after it verifies, and the destination takes new writes
+#   6. boot 4 (ro): the bridge again with --read-only; the guest sees a
 #      read-only disk, a write is refused, reads verify; the image does not
 #      change
 #
@@ -115,16 +118,16 @@ nullb)
 esac
 
 bridge_pid=
-start_bridge() {	# start_bridge LOG [options]
-	local log=$1 i
+start_bridge() {	# start_bridge LOG [options]; on $BRIDGE_SOCK if set
+	local log=$1 s=${BRIDGE_SOCK:-$sock} i
 
 	shift
-	rm -f "$sock"
-	"$bridge" --socket "$sock" --backend "$disk" --serial "$serial" \
+	rm -f "$s"
+	"$bridge" --socket "$s" --backend "$disk" --serial "$serial" \
 		--num-queues "$queues" --poll-us "$poll_us" "$@" >"$log" 2>&1 &
 	bridge_pid=$!
 	for i in $(seq 100); do
-		[ -S "$sock" ] && return 0
+		[ -S "$s" ] && return 0
 		kill -0 "$bridge_pid" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -182,14 +185,15 @@ serve_stats_request() {
 	echo VBB-E2E-GO >&"$console_fd"
 }
 
-# boot MODE: one nested guest against the running bridge.
-boot() {
-	local mode=$1 log=$out/guest-$1.log t0 rc accel=tcg qemu_pid helper=
+# guest_qemu MODE SOCKET [QEMU options] &: the nested guest's QEMU, its
+# disk on the bridge at SOCKET.  Run it in the background only: it execs,
+# so that the job's pid is the QEMU's own timeout, which a kill reaches.
+guest_qemu() {
+	local mode=$1 s=$2 accel=tcg
 
+	shift 2
 	[ "$smp" -gt 1 ] && accel=tcg,thread=multi
-	t0=$(now)
-	: >"$log"
-	timeout -k 10 "$boot_timeout" qemu-system-x86_64 \
+	exec timeout -k 10 "$boot_timeout" qemu-system-x86_64 \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
 		-machine pc -accel "$accel" -cpu max -smp "$smp" -m "$guest_mem" \
 		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on" \
@@ -197,11 +201,35 @@ boot() {
 		-kernel "$kernel" \
 		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
 		-serial stdio \
-		-chardev "socket,id=vbb,path=$sock" \
+		-chardev "socket,id=vbb,path=$s" \
 		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
 		-drive "file=$tools,if=none,id=tools,format=raw,readonly=on" \
 		-device virtio-blk-pci,drive=tools,addr=0x5 \
-		<"$console_in" >"$log" 2>&1 &
+		"$@"
+}
+
+# guest_results MODE LOG: the results and timings the guest printed.
+guest_results() {
+	local mode=$1 log=$2 name res detail secs
+
+	while read -r _ name res detail; do
+		[ -n "$name" ] || continue
+		record "$mode:$name" "$res" "$detail"
+	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-RESULT')"
+	while read -r _ name secs; do
+		[ -n "$name" ] || continue
+		timing "$mode:$name" "$secs"
+	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-TIME')"
+	grep -E '^  fio: ' "$log" | sed "s/^  fio: /  $mode fio: /"
+}
+
+# boot MODE: one nested guest against the running bridge.
+boot() {
+	local mode=$1 log=$out/guest-$1.log t0 rc qemu_pid helper=
+
+	t0=$(now)
+	: >"$log"
+	guest_qemu "$mode" "$sock" <"$console_in" >"$log" 2>&1 &
 	qemu_pid=$!
 	if [ "$mode" = rw ]; then
 		serve_stats_request "$log" "$qemu_pid" &
@@ -218,15 +246,108 @@ boot() {
 		return
 	fi
 	record "boot-$mode" pass "$(awk '/^VBB-E2E-BOOTED/ { printf "kernel+init %.1fs", $2 }' "$log")"
-	while read -r _ name res detail; do
-		[ -n "$name" ] || continue
-		record "$mode:$name" "$res" "$detail"
-	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-RESULT')"
-	while read -r _ name secs; do
-		[ -n "$name" ] || continue
-		timing "$mode:$name" "$secs"
-	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-TIME')"
-	grep -E '^  fio: ' "$log" | sed "s/^  fio: /  $mode fio: /"
+	guest_results "$mode" "$log"
+}
+
+# hmp SOCKET COMMAND: one command on a QEMU human monitor, its output.
+hmp() {
+	printf '%s\n' "$2" | socat -t 5 - "UNIX-CONNECT:$1" 2>/dev/null | tr -d '\r'
+}
+
+# The migration boot: the guest starts on QEMU A (bridge A) and, when it
+# has written its pattern and is re-reading it, moves to QEMU B (bridge B,
+# same disk, -incoming).  The guest reads on until B's console says the
+# migration is done, so the I/O spans all of it whatever the speed.
+migrate_boot() {
+	local src_log=$out/guest-migrate-src.log dst_log=$out/guest-migrate-dst.log
+	local mon=$work/mon.sock mig=$work/mig.sock dst_in=$work/console-dst.in
+	local dst_sock=$work/vbb-dst.sock src_pid dst_pid src_bridge dst_bridge
+	local t0 t1 st= i dst_fd src_reads
+
+	start_bridge "$out/bridge-migrate-src.log" --verbose
+	src_bridge=$bridge_pid
+	BRIDGE_SOCK=$dst_sock start_bridge "$out/bridge-migrate-dst.log" --verbose
+	dst_bridge=$bridge_pid
+	mkfifo "$dst_in" || die "cannot create $dst_in"
+	exec {dst_fd}<>"$dst_in"
+
+	t0=$(now)
+	: >"$src_log"
+	: >"$dst_log"
+	guest_qemu migrate "$dst_sock" -incoming "unix:$mig" \
+		<"$dst_in" >"$dst_log" 2>&1 &
+	dst_pid=$!
+	for i in $(seq 300); do
+		[ -S "$mig" ] && break
+		kill -0 "$dst_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	guest_qemu migrate "$sock" -monitor "unix:$mon,server,nowait" \
+		</dev/null >"$src_log" 2>&1 &
+	src_pid=$!
+
+	# The guest asks once its I/O runs; then migrate and wait for the end.
+	while ! grep -q '^VBB-E2E-MIGRATE-NOW' "$src_log"; do
+		kill -0 "$src_pid" 2>/dev/null || break
+		sleep 0.5
+	done
+	if grep -q '^VBB-E2E-MIGRATE-NOW' "$src_log"; then
+		t1=$(now)
+		hmp "$mon" "migrate_set_parameter max-bandwidth 1G" >/dev/null
+		hmp "$mon" "migrate -d unix:$mig" >"$out/migrate-hmp.log"
+		for i in $(seq 600); do
+			st=$(hmp "$mon" "info migrate" | sed -n 's/^Migration status: *//p')
+			case "$st" in completed|failed|cancelled) break ;; esac
+			kill -0 "$src_pid" 2>/dev/null || break
+			sleep 1
+		done
+		hmp "$mon" "info migrate" >>"$out/migrate-hmp.log"
+		timing migration "$(elapsed "$t1")"
+	fi
+	if [ "$st" = completed ]; then
+		record migrate:status pass
+	else
+		record migrate:status fail "migration status '${st:-none}', see $out/migrate-hmp.log"
+		# Nothing will come in: do not wait for the destination.
+		kill -TERM "$dst_pid" 2>/dev/null
+	fi
+	hmp "$mon" quit >/dev/null
+	wait "$src_pid"
+	# On the destination now: tell the guest to stop reading and finish.
+	echo VBB-E2E-GO >&"$dst_fd"
+	wait "$dst_pid"
+	exec {dst_fd}>&-
+	timing "boot-migrate(total)" "$(elapsed "$t0")"
+
+	guest_results migrate "$src_log"
+	if grep -q '^VBB-E2E-DONE' "$dst_log"; then
+		record boot-migrate pass "the guest finished on the destination"
+		guest_results migrate "$dst_log"
+	else
+		record boot-migrate fail "no VBB-E2E-DONE on the destination (log $dst_log)"
+		tail -n 30 "$dst_log" | sed 's/^/  guest: /'
+	fi
+
+	bridge_pid=$src_bridge
+	stop_bridge bridge-migrate-src-exit
+	bridge_pid=$dst_bridge
+	stop_bridge bridge-migrate-dst-exit
+	show_stats "$out/bridge-migrate-src.log"
+	show_stats "$out/bridge-migrate-dst.log"
+	# The guest asked once 64 reads were done on the source; the rest of
+	# its reads, during and after the migration, on the destination.
+	src_reads=$(sed -n 's/.*stats disconnect queue=0 in=\([0-9]*\).*/\1/p' \
+		"$out/bridge-migrate-src.log" | tail -n 1)
+	if [ "${src_reads:-0}" -ge 64 ]; then
+		record migrate:source-read-before pass "$src_reads reads"
+	else
+		record migrate:source-read-before fail "the source bridge served ${src_reads:-no} reads"
+	fi
+	if grep -q 'stats disconnect queue=0 in=[1-9]' "$out/bridge-migrate-dst.log"; then
+		record migrate:destination-served pass
+	else
+		record migrate:destination-served fail "the destination bridge served no reads"
+	fi
 }
 
 # What the module counted, from the bridge's log.
@@ -304,7 +425,10 @@ else
 fi
 timing host-checks "$(elapsed "$t0")"
 
-# Boot 3: read-only.
+# Boot 3: live migration.
+migrate_boot
+
+# Boot 4: read-only.
 sum_before=$(sha256sum <"$disk")
 start_bridge "$out/bridge-ro.log" --read-only
 boot ro
