@@ -1353,12 +1353,15 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 		 * then kicks, and no run races with it to count it.
 		 */
 		if (!ret) {
+			struct vhost_blk_vq *bvq = &blk->vqs[i];
+
 			vhost_disable_notify(&blk->dev, vq);
-			if (!vhost_vq_avail_empty(&blk->dev, vq) ||
-			    vhost_enable_notify(&blk->dev, vq)) {
-				blk->vqs[i].requeued = true;
+			bvq->requeued = !vhost_vq_avail_empty(&blk->dev, vq) ||
+					vhost_enable_notify(&blk->dev, vq);
+			/* The detach before this freed every bounce page. */
+			bvq->bounce_wait = false;
+			if (bvq->requeued)
 				__set_bit(i, started);
-			}
 		}
 		mutex_unlock(&vq->mutex);
 		if (ret)
