@@ -32,6 +32,8 @@ Options:
   --probe              only boot the nested guest once, with its kernel
                        log, and time program start-up (diagnostics)
   --timeout S          for the whole VM run (default 1800)
+  --tcg-threads MODE   the test VM's TCG threads, multi (default) or
+                       single (see run-vm.sh --help)
   --tap FILE           also write the results as TAP to FILE, with a
                        'not ok' line for whatever did not run
   -h, --help           this text
@@ -46,6 +48,7 @@ while [ $# -gt 0 ]; do
 		args+=("$1" "$2"); shift 2 ;;
 	--probe) args+=("$1"); shift ;;
 	--timeout) timeout_s=$2; shift 2 ;;
+	--tcg-threads) vm_args+=(--tcg-threads "$2"); shift 2 ;;
 	--tap) tap=$(realpath -m "$2"); shift 2 ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;

@@ -27,6 +27,10 @@ Options:
   --timeout SECONDS  kill the VM after this long (default 600)
   --mem MIB          guest memory (default 2048)
   --smp N            guest CPUs (default 2)
+  --tcg-threads MODE multi (default: a host thread per vCPU) or single
+                     (the vCPUs take turns on one thread: slower, but a
+                     kernel text patch cannot race another vCPU; see
+                     README.rst)
   --no-module        do not load $repo/vhost_blk.ko
   --brd-mib N        size of /dev/ram0 in MiB (default 256)
   --out DIR          read-write output directory (default \$BUILD/vm-out)
@@ -70,6 +74,7 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 timeout_s=600
 mem=2048
 smp=2
+tcg_threads=multi
 no_module=0
 brd_mib=256
 out=
@@ -86,6 +91,8 @@ while [ $# -gt 0 ]; do
 	--mem=*)	mem=${1#*=}; shift ;;
 	--smp)		need_arg "$1" $#; smp=$2; shift 2 ;;
 	--smp=*)	smp=${1#*=}; shift ;;
+	--tcg-threads)	need_arg "$1" $#; tcg_threads=$2; shift 2 ;;
+	--tcg-threads=*) tcg_threads=${1#*=}; shift ;;
 	--brd-mib)	need_arg "$1" $#; brd_mib=$2; shift 2 ;;
 	--brd-mib=*)	brd_mib=${1#*=}; shift ;;
 	--out)		need_arg "$1" $#; out=$2; shift 2 ;;
@@ -111,6 +118,10 @@ check_uint --timeout "$timeout_s" 1
 check_uint --mem "$mem" 256
 check_uint --smp "$smp" 1
 check_uint --brd-mib "$brd_mib" 1
+case "$tcg_threads" in
+single|multi) ;;
+*) die 2 "--tcg-threads: single or multi, not '$tcg_threads'" ;;
+esac
 
 env_file=$BUILD/kernel.env
 [ -f "$env_file" ] || die 2 "$env_file not found: run 'make deps' first"
@@ -283,7 +294,7 @@ esac
 if [ "$accel" = kvm ]; then
 	accel_args=(-accel kvm -cpu host)
 else
-	accel_args=(-accel 'tcg,thread=multi' -cpu max)
+	accel_args=(-accel "tcg,thread=$tcg_threads" -cpu max)
 fi
 
 # ---------------------------------------------------------------- the run
