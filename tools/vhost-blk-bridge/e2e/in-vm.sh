@@ -166,6 +166,18 @@ console_in=$work/console.in
 mkfifo "$console_in" || die "cannot create $console_in"
 exec {console_fd}<>"$console_in"
 
+# wait_line FILE REGEX PID: until FILE has a line matching REGEX (status 0),
+# or PID has gone without one appearing (status 1).
+wait_line() {
+	while ! grep -q "$2" "$1" 2>/dev/null; do
+		if ! kill -0 "$3" 2>/dev/null; then
+			grep -q "$2" "$1" 2>/dev/null
+			return
+		fi
+		sleep 0.2
+	done
+}
+
 # serve_stats_request LOG: when the guest asks (VBB-E2E-STATS-REQUEST, while
 # its disk is open and has served I/O), SIGUSR1 the bridge, wait until the
 # bridge has printed the counters, then let the guest go on.  The guest
@@ -173,15 +185,9 @@ exec {console_fd}<>"$console_in"
 serve_stats_request() {
 	local log=$1 qemu_pid=$2
 
-	while ! grep -q '^VBB-E2E-STATS-REQUEST' "$log" 2>/dev/null; do
-		kill -0 "$qemu_pid" 2>/dev/null || return
-		sleep 0.5
-	done
+	wait_line "$log" '^VBB-E2E-STATS-REQUEST' "$qemu_pid" || return
 	kill -USR1 "$bridge_pid"
-	while ! grep -q 'stats signal' "$out/bridge-rw.log"; do
-		kill -0 "$bridge_pid" 2>/dev/null || break
-		sleep 0.2
-	done
+	wait_line "$out/bridge-rw.log" 'stats signal' "$bridge_pid"
 	echo VBB-E2E-GO >&"$console_fd"
 }
 
@@ -249,6 +255,16 @@ boot() {
 	guest_results "$mode" "$log"
 }
 
+# disconnect_reads LOG: reads the bridge counted on queue 0 until its
+# frontend last disconnected (0 if it never reported).
+disconnect_reads() {
+	local n
+
+	n=$(sed -n 's/.*stats disconnect queue=0 in=\([0-9]*\).*/\1/p' "$1" |
+		tail -n 1)
+	echo "${n:-0}"
+}
+
 # hmp SOCKET COMMAND: one command on a QEMU human monitor, its output.
 hmp() {
 	printf '%s\n' "$2" | socat -t 5 - "UNIX-CONNECT:$1" 2>/dev/null | tr -d '\r'
@@ -262,7 +278,7 @@ migrate_boot() {
 	local src_log=$out/guest-migrate-src.log dst_log=$out/guest-migrate-dst.log
 	local mon=$work/mon.sock mig=$work/mig.sock dst_in=$work/console-dst.in
 	local dst_sock=$work/vbb-dst.sock src_pid dst_pid src_bridge dst_bridge
-	local t0 t1 st= i dst_fd src_reads
+	local t0 t1 st= i dst_fd src_reads dst_reads
 
 	start_bridge "$out/bridge-migrate-src.log" --verbose
 	src_bridge=$bridge_pid
@@ -287,11 +303,7 @@ migrate_boot() {
 	src_pid=$!
 
 	# The guest asks once its I/O runs; then migrate and wait for the end.
-	while ! grep -q '^VBB-E2E-MIGRATE-NOW' "$src_log"; do
-		kill -0 "$src_pid" 2>/dev/null || break
-		sleep 0.5
-	done
-	if grep -q '^VBB-E2E-MIGRATE-NOW' "$src_log"; then
+	if wait_line "$src_log" '^VBB-E2E-MIGRATE-NOW' "$src_pid"; then
 		t1=$(now)
 		hmp "$mon" "migrate_set_parameter max-bandwidth 1G" >/dev/null
 		hmp "$mon" "migrate -d unix:$mig" >"$out/migrate-hmp.log"
@@ -336,15 +348,15 @@ migrate_boot() {
 	show_stats "$out/bridge-migrate-dst.log"
 	# The guest asked once 64 reads were done on the source; the rest of
 	# its reads, during and after the migration, on the destination.
-	src_reads=$(sed -n 's/.*stats disconnect queue=0 in=\([0-9]*\).*/\1/p' \
-		"$out/bridge-migrate-src.log" | tail -n 1)
-	if [ "${src_reads:-0}" -ge 64 ]; then
+	src_reads=$(disconnect_reads "$out/bridge-migrate-src.log")
+	dst_reads=$(disconnect_reads "$out/bridge-migrate-dst.log")
+	if [ "$src_reads" -ge 64 ]; then
 		record migrate:source-read-before pass "$src_reads reads"
 	else
-		record migrate:source-read-before fail "the source bridge served ${src_reads:-no} reads"
+		record migrate:source-read-before fail "the source bridge served $src_reads reads"
 	fi
-	if grep -q 'stats disconnect queue=0 in=[1-9]' "$out/bridge-migrate-dst.log"; then
-		record migrate:destination-served pass
+	if [ "$dst_reads" -ge 1 ]; then
+		record migrate:destination-served pass "$dst_reads reads"
 	else
 		record migrate:destination-served fail "the destination bridge served no reads"
 	fi
