@@ -70,16 +70,24 @@ int vblk_set_mem_table(int fd, const struct guest_mem *gm)
 	return err;
 }
 
+int vblk_set_vring_addr(int fd, const struct vq *vq, bool log)
+{
+	struct vhost_vring_addr addr = {
+		.index = vq->index,
+		.flags = log ? 1u << VHOST_VRING_F_LOG : 0,
+		.desc_user_addr = vq_uaddr(vq->desc),
+		.avail_user_addr = vq_uaddr(vq->avail),
+		.used_user_addr = vq_uaddr(vq->used),
+		.log_guest_addr = gpa_of(vq->gm, vq->used),
+	};
+
+	return VBLK_IOCTL(fd, VHOST_SET_VRING_ADDR, &addr);
+}
+
 int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base)
 {
 	struct vhost_vring_state num = { .index = vq->index, .num = vq->num };
 	struct vhost_vring_state state = { .index = vq->index, .num = base };
-	struct vhost_vring_addr addr = {
-		.index = vq->index,
-		.desc_user_addr = vq_uaddr(vq->desc),
-		.avail_user_addr = vq_uaddr(vq->avail),
-		.used_user_addr = vq_uaddr(vq->used),
-	};
 	struct vhost_vring_file kick = { .index = vq->index, .fd = vq->kick_fd };
 	struct vhost_vring_file call = { .index = vq->index, .fd = vq->call_fd };
 	int err;
@@ -88,7 +96,7 @@ int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base)
 	if (!err)
 		err = VBLK_IOCTL(fd, VHOST_SET_VRING_BASE, &state);
 	if (!err)
-		err = VBLK_IOCTL(fd, VHOST_SET_VRING_ADDR, &addr);
+		err = vblk_set_vring_addr(fd, vq, false);
 	if (!err)
 		err = VBLK_IOCTL(fd, VHOST_SET_VRING_KICK, &kick);
 	if (!err)

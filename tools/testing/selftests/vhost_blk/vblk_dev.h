@@ -74,6 +74,11 @@ int vblk_get_features(int fd, uint64_t *features);
 int vblk_set_features(int fd, uint64_t features);
 int vblk_set_mem_table(int fd, const struct guest_mem *gm);
 int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base);
+/*
+ * VHOST_SET_VRING_ADDR for @vq; with @log, its used ring is logged for a
+ * migration (VHOST_VRING_F_LOG, at the used ring's guest address).
+ */
+int vblk_set_vring_addr(int fd, const struct vq *vq, bool log);
 int vblk_set_serial(int fd, const char *serial);	/* NUL-padded */
 int vblk_set_backend(int fd, int backend_fd);
 /* VHOST_BLK_GET_CONFIG, converted to host byte order; needs a backend. */

@@ -759,23 +759,14 @@ static void expect_only(struct __test_metadata *_metadata, struct env *e,
 static void log_set(struct __test_metadata *_metadata, struct env *e,
 		    uint8_t *bits, bool on)
 {
-	struct vq *vq = &e->dev.vq[0];
 	uint64_t base = (uint64_t)(uintptr_t)bits;
-	struct vhost_vring_addr a = {
-		.index = 0,
-		.flags = on ? 1u << VHOST_VRING_F_LOG : 0,
-		.desc_user_addr = vq_uaddr(vq->desc),
-		.avail_user_addr = vq_uaddr(vq->avail),
-		.used_user_addr = vq_uaddr(vq->used),
-		.log_guest_addr = gpa_of(&e->gm, vq->used),
-	};
 	uint64_t f = e->dev.features;
 
 	if (on)
 		f |= VBLK_FEATURES_VHOST;
 	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_SET_LOG_BASE, &base));
 	ASSERT_EQ(0, vblk_set_features(e->dev.fd, f));
-	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_SET_VRING_ADDR, &a));
+	ASSERT_EQ(0, vblk_set_vring_addr(e->dev.fd, &e->dev.vq[0], on));
 }
 
 /* A 12 KiB request on whole pages of its own; prep'd, not posted. */
