@@ -9,6 +9,10 @@
  * queues work: the worker writes status bytes and the used ring in batches
  * and signals the guest once per batch.
  *
+ * Only the owner changes state: every ioctl that does, or that touches the
+ * rings (which live in the caller's mm), checks vhost_dev_check_owner()
+ * under dev.mutex first, as the vhost core's own ioctls do.
+ *
  * Locking: vhost_blk.init_mutex (only until the queues exist), then
  * vhost_dev.mutex, then vhost_virtqueue.mutex (the vhost core's order).
  * vhost_blk.backend is under dev.mutex.  Everything in a vhost_blk_vq (the
@@ -1421,18 +1425,24 @@ static long vhost_blk_set_serial(struct vhost_blk *blk, void __user *argp)
 	struct vhost_blk_vq *bvq;
 	int i;
 
+	long ret;
+
 	if (copy_from_user(serial, argp, sizeof(serial)))
 		return -EFAULT;
 
 	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret)
+		goto out;
 	for (i = 0; i < blk->dev.nvqs; i++) {
 		bvq = &blk->vqs[i];
 		mutex_lock(&bvq->vq.mutex);
 		memcpy(bvq->serial, serial, sizeof(serial));
 		mutex_unlock(&bvq->vq.mutex);
 	}
+out:
 	mutex_unlock(&blk->dev.mutex);
-	return 0;
+	return ret;
 }
 
 static struct vhost_blk_vq *vhost_blk_get_bvq(struct vhost_blk *blk, u32 index)
@@ -1448,6 +1458,7 @@ static long vhost_blk_get_vring_stats(struct vhost_blk *blk,
 	struct vhost_blk_vring_stats st;
 	struct vhost_blk_vq *bvq;
 	u32 flags;
+	long ret;
 
 	if (copy_from_user(&st, argp, sizeof(st)))
 		return -EFAULT;
@@ -1456,6 +1467,14 @@ static long vhost_blk_get_vring_stats(struct vhost_blk *blk,
 		return -EINVAL;
 
 	flags = st.flags;
+	/* Anyone with the fd may read the counters; only the owner resets. */
+	if (flags & VHOST_BLK_STATS_RESET) {
+		mutex_lock(&blk->dev.mutex);
+		ret = vhost_dev_check_owner(&blk->dev);
+		mutex_unlock(&blk->dev.mutex);
+		if (ret)
+			return ret;
+	}
 	mutex_lock(&bvq->vq.mutex);
 	st = bvq->stats;
 	if (flags & VHOST_BLK_STATS_RESET)
@@ -1476,6 +1495,7 @@ static long vhost_blk_set_vring_poll(struct vhost_blk *blk,
 {
 	struct vhost_blk_vring_poll poll;
 	struct vhost_blk_vq *bvq;
+	long ret;
 
 	if (copy_from_user(&poll, argp, sizeof(poll)))
 		return -EFAULT;
@@ -1483,13 +1503,18 @@ static long vhost_blk_set_vring_poll(struct vhost_blk *blk,
 	if (!bvq || (poll.flags & ~VHOST_BLK_POLL_ADAPTIVE))
 		return -EINVAL;
 
-	mutex_lock(&bvq->vq.mutex);
-	bvq->poll_adaptive = poll.flags & VHOST_BLK_POLL_ADAPTIVE;
-	bvq->poll_grow = poll.grow ? poll.grow : 2;
-	bvq->poll_shrink = poll.shrink;
-	bvq->poll_window_ns = 0;
-	mutex_unlock(&bvq->vq.mutex);
-	return 0;
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (!ret) {
+		mutex_lock(&bvq->vq.mutex);
+		bvq->poll_adaptive = poll.flags & VHOST_BLK_POLL_ADAPTIVE;
+		bvq->poll_grow = poll.grow ? poll.grow : 2;
+		bvq->poll_shrink = poll.shrink;
+		bvq->poll_window_ns = 0;
+		mutex_unlock(&bvq->vq.mutex);
+	}
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
 }
 
 /* The features that depend on the backend, for GET_FEATURES. */
@@ -1582,6 +1607,10 @@ static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 		return -EOPNOTSUPP;
 
 	mutex_lock(&blk->dev.mutex);
+	/* Restarting the rings touches them in the caller's mm. */
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret)
+		goto out;
 	if (log && !vhost_log_access_ok(&blk->dev)) {
 		ret = -EFAULT;
 		goto out;

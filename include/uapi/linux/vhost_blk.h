@@ -8,6 +8,12 @@
  * VHOST_SET_LOG_FD with VHOST_F_LOG_ALL for live migration), plus the ones
  * below.
  *
+ * Only the owner, the process whose mm called VHOST_SET_OWNER, may change
+ * the device: any other caller (a forked child holding the fd included)
+ * gets EPERM from every ioctl below but the read-only ones
+ * (VHOST_BLK_GET_CONFIG, VHOST_BLK_GET_VRING_STATS without a reset), as it
+ * does from the vhost core's.
+ *
  * The ioctl numbers 0xFF and 0xFE on VHOST_VIRTIO are the ones used by the
  * earlier out-of-tree vhost-blk implementation and by the QEMU device posted
  * with it, so a VMM written against that ABI works unchanged.

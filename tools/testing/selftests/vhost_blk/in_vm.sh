@@ -19,7 +19,8 @@ set -u
 
 bindir=${1:?usage: in_vm.sh BINDIR}
 out=${VHOST_BLK_VM_OUT:?in_vm.sh runs inside the test VM (vm/run-vm.sh)}
-programs=(vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test)
+programs=(vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test
+	vhost_blk_trust_test)
 
 note() { printf 'in_vm: %s\n' "$*"; }
 

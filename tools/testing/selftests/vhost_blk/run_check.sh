@@ -42,7 +42,8 @@ summary() {
 	echo "$line"
 }
 
-for prog in vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test; do
+for prog in vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test \
+	vhost_blk_trust_test; do
 	if [ ! -x "$bindir/$prog" ]; then
 		note "$bindir/$prog is missing: run 'make tools'"
 		problem=1
