@@ -96,7 +96,7 @@ MODULE_PARM_DESC(max_queues, "Virtqueues per device (1-256, default 64)");
 struct vhost_blk_backend {
 	struct file *file;
 	struct block_device *bdev;	/* NULL for a regular file */
-	bool read_only;
+	bool read_only;			/* the fd was not opened for writing */
 	unsigned int len_mask;		/* logical block size - 1 */
 	unsigned int addr_mask;		/* DMA alignment of buffers */
 };
@@ -190,6 +190,23 @@ static sector_t vhost_blk_capacity(struct vhost_blk_backend *be)
 	if (be->bdev)
 		return bdev_nr_sectors(be->bdev);
 	return i_size_read(file_inode(be->file)) >> SECTOR_SHIFT;
+}
+
+/*
+ * Whether a write may go to the backend now, as write(2) on the fd would
+ * allow it: the fd was opened for writing, and neither the block device
+ * was made read-only (BLKROSET) nor the file append-only or immutable
+ * since.
+ */
+static bool vhost_blk_writable(struct vhost_blk_backend *be)
+{
+	struct inode *inode = file_inode(be->file);
+
+	if (be->read_only)
+		return false;
+	if (be->bdev)
+		return !bdev_read_only(be->bdev);
+	return !IS_APPEND(inode) && !IS_IMMUTABLE(inode);
 }
 
 static void vhost_blk_free_bounce(struct vhost_blk_req *req)
@@ -687,7 +704,7 @@ static u8 vhost_blk_check_rw(struct vhost_blk_backend *be, u64 sector,
 {
 	sector_t capacity = vhost_blk_capacity(be);
 
-	if (write && be->read_only)
+	if (write && !vhost_blk_writable(be))
 		return VIRTIO_BLK_S_IOERR;
 	if (len & (SECTOR_SIZE - 1))
 		return VIRTIO_BLK_S_IOERR;
@@ -732,7 +749,7 @@ static u8 vhost_blk_check_ranges(struct vhost_blk_backend *be, u32 type,
 	u64 sector;
 	u32 count;
 
-	if (be->read_only || !len || len % sizeof(*segs))
+	if (!vhost_blk_writable(be) || !len || len % sizeof(*segs))
 		return VIRTIO_BLK_S_IOERR;
 	if (len / sizeof(*segs) > VHOST_BLK_MAX_RANGE_SEG)
 		return VIRTIO_BLK_S_UNSUPP;
@@ -1228,6 +1245,27 @@ static struct vhost_blk_backend *vhost_blk_backend_get(int fd)
 	file = fget(fd);
 	if (!file)
 		return ERR_PTR(-EBADF);
+	inode = file_inode(file);
+
+	/*
+	 * The fd's mode binds us as it binds read(2) and write(2): every
+	 * request reads, so an fd not open for reading is refused; writes
+	 * go to any offset, which an O_APPEND fd, an append-only or an
+	 * immutable file does not allow.
+	 */
+	if (!(file->f_mode & FMODE_READ)) {
+		ret = -EBADF;
+		goto err_file;
+	}
+	if (file->f_flags & O_APPEND) {
+		ret = -EINVAL;
+		goto err_file;
+	}
+	if ((file->f_mode & FMODE_WRITE) &&
+	    (IS_APPEND(inode) || IS_IMMUTABLE(inode))) {
+		ret = -EPERM;
+		goto err_file;
+	}
 
 	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);
 	if (!be) {
@@ -1237,10 +1275,8 @@ static struct vhost_blk_backend *vhost_blk_backend_get(int fd)
 	be->file = file;
 	be->read_only = !(file->f_mode & FMODE_WRITE);
 
-	inode = file_inode(file);
 	if (S_ISBLK(inode->i_mode)) {
 		be->bdev = file_bdev(file);
-		be->read_only |= bdev_read_only(be->bdev);
 		be->len_mask = bdev_logical_block_size(be->bdev) - 1;
 		be->addr_mask = bdev_dma_alignment(be->bdev);
 	} else if (S_ISREG(inode->i_mode)) {
@@ -1524,7 +1560,7 @@ static u64 vhost_blk_backend_features(struct vhost_blk_backend *be)
 
 	if (!be)
 		return 0;
-	if (be->read_only)
+	if (!vhost_blk_writable(be))
 		features |= 1ULL << VIRTIO_BLK_F_RO;
 	if (be->bdev && bdev_max_secure_erase_sectors(be->bdev))
 		features |= 1ULL << VIRTIO_BLK_F_SECURE_ERASE;

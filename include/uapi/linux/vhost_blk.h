@@ -42,15 +42,20 @@
 /*
  * VHOST_BLK_SET_BACKEND - attach or detach the disk behind every virtqueue.
  *
- * @fd is an open block device or regular file; its open mode decides
- * whether the disk is writable (a read-only fd, or a read-only block
- * device, makes the device read-only and VIRTIO_BLK_F_RO is offered).  A
- * regular file must support O_DIRECT.  @fd == -1 detaches the backend after
- * every request already taken from the rings has completed and its status
- * has been written.  @index is ignored: one backend serves all queues.
+ * @fd is an open block device or regular file, and binds the device as it
+ * binds read(2) and write(2): it must be open for reading; an fd open
+ * read-only makes the device read-only (VIRTIO_BLK_F_RO is offered), and
+ * so does, for as long as it lasts, a block device made read-only
+ * (BLKROSET) or a file made append-only or immutable after the attach:
+ * writes then get VIRTIO_BLK_S_IOERR.  A regular file must support
+ * O_DIRECT.  @fd == -1 detaches the backend after every request already
+ * taken from the rings has completed and its status has been written.
+ * @index is ignored: one backend serves all queues.
  *
- * Errors: EBADF for a bad fd, ENOTBLK for neither a block device nor a
- * regular file, EOPNOTSUPP for a file without direct I/O, EFAULT.
+ * Errors: EBADF for a bad fd or one not open for reading, EINVAL for an
+ * O_APPEND fd, EPERM for a writable fd on an append-only or immutable
+ * file, ENOTBLK for neither a block device nor a regular file, EOPNOTSUPP
+ * for a file without direct I/O, EFAULT.
  */
 #define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0xFF, struct vhost_vring_file)
 
