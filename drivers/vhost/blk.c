@@ -1247,6 +1247,10 @@ static struct vhost_blk_backend *vhost_blk_backend_get(int fd)
 		return ERR_PTR(-EBADF);
 	inode = file_inode(file);
 
+	if (!S_ISBLK(inode->i_mode) && !S_ISREG(inode->i_mode)) {
+		ret = -ENOTBLK;
+		goto err_file;
+	}
 	/*
 	 * The fd's mode binds us as it binds read(2) and write(2): every
 	 * request reads, so an fd not open for reading is refused; writes
@@ -1279,7 +1283,7 @@ static struct vhost_blk_backend *vhost_blk_backend_get(int fd)
 		be->bdev = file_bdev(file);
 		be->len_mask = bdev_logical_block_size(be->bdev) - 1;
 		be->addr_mask = bdev_dma_alignment(be->bdev);
-	} else if (S_ISREG(inode->i_mode)) {
+	} else {
 		if (!(file->f_mode & FMODE_CAN_ODIRECT)) {
 			ret = -EOPNOTSUPP;
 			goto err_be;
@@ -1292,9 +1296,6 @@ static struct vhost_blk_backend *vhost_blk_backend_get(int fd)
 			be->addr_mask = max(be->addr_mask,
 					    bdev_dma_alignment(sb->s_bdev));
 		}
-	} else {
-		ret = -ENOTBLK;
-		goto err_be;
 	}
 	return be;
 
