@@ -932,7 +932,7 @@ static void check_ioctl(int err, const char *what)
 		fail(NULL, "%s failed: %s", what, strerror(-err));
 }
 
-enum { SETUP_OWNED, SETUP_AFTER_RESET, SETUP_REOPEN };
+enum { SETUP_OWNED, SETUP_REOPEN };
 
 static void setup_device(int how)
 {
@@ -943,9 +943,6 @@ static void setup_device(int how)
 		if (f.dev < 0)
 			fail(NULL, "reopening %s: %s", VBLK_DEV_PATH,
 			     strerror(-f.dev));
-	} else if (how == SETUP_AFTER_RESET) {
-		check_ioctl(VBLK_IOCTL(f.dev, VHOST_SET_OWNER, NULL),
-			    "VHOST_SET_OWNER after VHOST_RESET_OWNER");
 	}
 	check_ioctl(vblk_set_features(f.dev, f.features), "SET_FEATURES");
 	check_ioctl(hq_set_mem_table(f.dev, &f.gm, f.cuts, f.ncuts),
@@ -1493,8 +1490,11 @@ static void do_op(int op)
 		check_ioctl(VBLK_IOCTL(f.dev, VHOST_RESET_OWNER, NULL),
 			    "VHOST_RESET_OWNER");
 		drop_outstanding();
+		/* Only an owner may reset the counters, which check_epoch does. */
+		check_ioctl(VBLK_IOCTL(f.dev, VHOST_SET_OWNER, NULL),
+			    "VHOST_SET_OWNER after VHOST_RESET_OWNER");
 		check_epoch();
-		setup_device(SETUP_AFTER_RESET);
+		setup_device(SETUP_OWNED);
 		break;
 	case OP_REOPEN:
 		close(f.dev);
