@@ -26,11 +26,13 @@
 #include <linux/file.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <linux/fsnotify.h>
 #include <linux/ioprio.h>
 #include <linux/llist.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/nospec.h>
+#include <linux/pagemap.h>
 #include <linux/sizes.h>
 #include <linux/sched/clock.h>
 #include <linux/slab.h>
@@ -155,7 +157,8 @@ struct vhost_blk_req {
 	u16 head;
 	u32 type;
 	u8 result;			/* VIRTIO_BLK_S_*, set on failure */
-	bool dirty;			/* reads into user pages */
+	/* The kiocb completed asynchronously: fsnotify is ours to do. */
+	bool notify;
 	/* Bios, the kiocb or the flush work still running, plus one. */
 	atomic_t pending;
 	sector_t sector;
@@ -264,6 +267,7 @@ static void vhost_blk_req_put(struct vhost_blk_req *req)
 		wake_up_var(&blk->inflight);
 }
 
+/* A flush or range bio: no data pages. */
 static void vhost_blk_bio_end_io(struct bio *bio)
 {
 	struct vhost_blk_req *req = bio->bi_private;
@@ -272,27 +276,28 @@ static void vhost_blk_bio_end_io(struct bio *bio)
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_UNSUPP);
 	else if (bio->bi_status)
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
-
-	if (req->dirty) {
-		/* Releases the pages and the bio, deferring if needed. */
-		bio_check_pages_dirty(bio);
-	} else {
-		bio_release_pages(bio, false);
-		bio_put(bio);
-	}
+	bio_put(bio);
 	vhost_blk_req_put(req);
 }
 
+static void vhost_blk_rw_done(struct vhost_blk_req *req, ssize_t ret)
+{
+	if (ret < 0 || (size_t)ret != req->len)
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
+	vhost_blk_req_put(req);
+}
+
+/* ->ki_complete of a kiocb that returned -EIOCBQUEUED; may be IRQ context. */
 static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 {
 	struct vhost_blk_req *req = container_of(iocb, struct vhost_blk_req,
 						 iocb);
 
+	/* vfs_iocb_iter_write() leaves this to the completion. */
 	if (iocb->ki_flags & IOCB_WRITE)
 		kiocb_end_write(iocb);
-	if (ret < 0 || (size_t)ret != req->len)
-		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
-	vhost_blk_req_put(req);
+	req->notify = true;
+	vhost_blk_rw_done(req, ret);
 }
 
 /* One DISCARD or WRITE_ZEROES range on a regular file, or SECURE_ERASE. */
@@ -360,6 +365,29 @@ static void vhost_blk_submit_sync(struct vhost_blk_req *req)
 	queue_work(vhost_blk_sync_wq, &req->sync_work);
 }
 
+/*
+ * A range bypasses the page cache, as an O_DIRECT write does: write back
+ * and drop what other users of the disk have cached over it first, so
+ * that their buffered reads see the result and their dirty pages do not
+ * land on it later.  Cheap when nothing is cached.
+ */
+static int vhost_blk_invalidate(struct block_device *bdev, sector_t sector,
+				sector_t nr)
+{
+	struct address_space *mapping = bdev->bd_mapping;
+	loff_t pos = (loff_t)sector << SECTOR_SHIFT;
+	loff_t end = pos + ((loff_t)nr << SECTOR_SHIFT) - 1;
+	int ret;
+
+	if (!nr || !mapping->nrpages)
+		return 0;
+	ret = filemap_write_and_wait_range(mapping, pos, end);
+	if (ret)
+		return ret;
+	return invalidate_inode_pages2_range(mapping, pos >> PAGE_SHIFT,
+					     end >> PAGE_SHIFT);
+}
+
 /* DISCARD and WRITE_ZEROES on a block device: one chain of bios. */
 static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 {
@@ -374,6 +402,9 @@ static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 		seg = &req->segs[i];
 		sector = le64_to_cpu(seg->sector);
 		nr = le32_to_cpu(seg->num_sectors);
+		ret = vhost_blk_invalidate(bdev, sector, nr);
+		if (ret)
+			break;
 		if (req->type == VIRTIO_BLK_T_DISCARD) {
 			ret = __blkdev_issue_discard(bdev, sector, nr,
 						     GFP_KERNEL, &bio);
@@ -397,45 +428,27 @@ static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 	submit_bio(bio);
 }
 
-/* Build and submit bios straight on the pages @iter describes. */
-static void vhost_blk_submit_bio(struct vhost_blk_req *req,
-				 struct iov_iter *iter, blk_opf_t opf)
+/* FLUSH on a block device: an empty preflush bio, answered when done. */
+static void vhost_blk_submit_flush(struct vhost_blk_req *req)
 {
-	struct block_device *bdev = req->be->bdev;
-	sector_t sector = req->sector;
 	struct bio *bio;
-	int ret;
 
-	if (op_is_flush(opf) && !iov_iter_count(iter)) {
-		bio = bio_alloc(bdev, 0, opf, GFP_KERNEL);
-		bio->bi_end_io = vhost_blk_bio_end_io;
-		bio->bi_private = req;
-		atomic_inc(&req->pending);
-		submit_bio(bio);
-		return;
-	}
-
-	while (iov_iter_count(iter)) {
-		bio = bio_alloc(bdev, bio_iov_vecs_to_alloc(iter, BIO_MAX_VECS),
-				opf, GFP_KERNEL);
-		bio->bi_iter.bi_sector = sector;
-		bio->bi_end_io = vhost_blk_bio_end_io;
-		bio->bi_private = req;
-		ret = bio_iov_iter_get_pages(bio, iter);
-		if (unlikely(ret)) {
-			bio_put(bio);
-			WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
-			return;
-		}
-		if (req->dirty)
-			bio_set_pages_dirty(bio);
-		sector += bio->bi_iter.bi_size >> SECTOR_SHIFT;
-		atomic_inc(&req->pending);
-		submit_bio(bio);
-	}
+	bio = bio_alloc(req->be->bdev, 0, REQ_OP_WRITE | REQ_PREFLUSH,
+			GFP_KERNEL);
+	bio->bi_end_io = vhost_blk_bio_end_io;
+	bio->bi_private = req;
+	atomic_inc(&req->pending);
+	submit_bio(bio);
 }
 
-/* Issue a direct-I/O kiocb on the backing file. */
+/*
+ * A read or write, on a block device or a file alike: an asynchronous
+ * direct-I/O kiocb through the VFS, so that the request gets what
+ * pread(2)/pwrite(2) on the fd would: rw_verify_area() and the LSM hooks,
+ * fsnotify, O_DSYNC/O_SYNC durability (FUA or a sync after the write),
+ * REQ_SYNC | REQ_IDLE on the bios, and coherence with the page cache
+ * that other users of the same disk read and write through.
+ */
 static void vhost_blk_submit_kiocb(struct vhost_blk_req *req,
 				   struct iov_iter *iter, bool write)
 {
@@ -447,18 +460,19 @@ static void vhost_blk_submit_kiocb(struct vhost_blk_req *req,
 	iocb->ki_pos = (loff_t)req->sector << SECTOR_SHIFT;
 	iocb->ki_ioprio = IOPRIO_PRIO_VALUE(IOPRIO_CLASS_NONE, 0);
 	iocb->ki_complete = vhost_blk_rw_complete;
-	iocb->ki_flags = IOCB_DIRECT;
+	/* O_APPEND was refused at attach; O_DSYNC and O_SYNC count. */
+	iocb->ki_flags = iocb_flags(file) | IOCB_DIRECT;
 
 	atomic_inc(&req->pending);
 	if (write) {
 		iocb->ki_flags |= IOCB_WRITE;
-		kiocb_start_write(iocb);
-		ret = file->f_op->write_iter(iocb, iter);
+		ret = vfs_iocb_iter_write(file, iocb, iter);
 	} else {
-		ret = file->f_op->read_iter(iocb, iter);
+		ret = vfs_iocb_iter_read(file, iocb, iter);
 	}
+	/* Done at once: the VFS already ended the write and notified. */
 	if (ret != -EIOCBQUEUED)
-		vhost_blk_rw_complete(iocb, ret);
+		vhost_blk_rw_done(req, ret);
 }
 
 /*
@@ -525,8 +539,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	switch (req->type) {
 	case VIRTIO_BLK_T_FLUSH:
 		if (be->bdev)
-			vhost_blk_submit_bio(req, iter, REQ_OP_WRITE |
-					     REQ_PREFLUSH);
+			vhost_blk_submit_flush(req);
 		else
 			vhost_blk_submit_sync(req);
 		return 0;
@@ -551,15 +564,9 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 		iov_iter_bvec(&bounce_iter, write ? ITER_SOURCE : ITER_DEST,
 			      req->bounce, req->nr_bounce, req->len);
 		iter = &bounce_iter;
-	} else {
-		req->dirty = !write;
 	}
 
-	if (be->bdev)
-		vhost_blk_submit_bio(req, iter, write ? REQ_OP_WRITE :
-				     REQ_OP_READ);
-	else
-		vhost_blk_submit_kiocb(req, iter, write);
+	vhost_blk_submit_kiocb(req, iter, write);
 	return 0;
 }
 
@@ -991,6 +998,13 @@ static void vhost_blk_done_work(struct vhost_work *work)
 		if (put_user(status, req->status))
 			vq_err(vq, "vhost-blk: cannot write status of request %u\n",
 			       req->head);
+		/* What the VFS does for a read or write that completes at once. */
+		if (req->notify && status == VIRTIO_BLK_S_OK) {
+			if (req->type == VIRTIO_BLK_T_OUT)
+				fsnotify_modify(req->be->file);
+			else
+				fsnotify_access(req->be->file);
+		}
 		vhost_blk_log_write(vq, req->log, req->log_num);
 		vhost_blk_account(bvq, req->head, req->type, req->sector,
 				  req->len, status);

@@ -38,10 +38,12 @@ setup_nullb() {
 	nb=/sys/kernel/config/nullb/$name
 	modprobe null_blk >&2 || return
 	mkdir "$nb" || return
-	# 256 MB kept in memory, 512-byte blocks, each request completed by
-	# a timer 50 us after submission.
+	# 256 MB kept in memory behind a 16 MB volatile write cache (so
+	# that flushes and FUA have something to reach), 512-byte blocks,
+	# each request completed by a timer 50 us after submission.
 	echo 256 >"$nb/size" &&
 		echo 1 >"$nb/memory_backed" &&
+		echo 16 >"$nb/cache_size" &&
 		echo 512 >"$nb/blocksize" &&
 		echo 2 >"$nb/irqmode" &&
 		echo 50000 >"$nb/completion_nsec" &&

@@ -10,12 +10,15 @@
  */
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <linux/fs.h>
 
 #include "kselftest_harness.h"
 
 #include "vblk_test.h"
+#include "vblk_host.h"
 
 FIXTURE(vhost_blk_trust) {
 	struct env e;
@@ -23,6 +26,7 @@ FIXTURE(vhost_blk_trust) {
 	int ro_fd;			/* BLKROSET was set on this fd */
 	int flags_fd;			/* FS_IOC_SETFLAGS was used on this fd */
 	char scratch[PATH_MAX];		/* a file to unlink */
+	struct host_trace trace;	/* a tracefs instance to remove */
 };
 
 FIXTURE_SETUP(vhost_blk_trust)
@@ -30,6 +34,7 @@ FIXTURE_SETUP(vhost_blk_trust)
 	self->ro_fd = -1;
 	self->flags_fd = -1;
 	self->scratch[0] = 0;
+	self->trace.dir[0] = 0;
 	env_setup(_metadata, &self->e, VBLK_FEATURES_ALL);
 }
 
@@ -45,6 +50,7 @@ FIXTURE_TEARDOWN(vhost_blk_trust)
 	}
 	if (self->scratch[0])
 		unlink(self->scratch);
+	host_trace_stop(&self->trace);
 	env_teardown(&self->e);
 }
 
@@ -380,6 +386,187 @@ TEST_F(vhost_blk_trust, backend_made_read_only_after_attach_stops_writes)
 	}
 	EXPECT_FALSE(offers(_metadata, e->dev.fd, VIRTIO_BLK_F_RO));
 	rw_verify(_metadata, e, vq, sector, sizeof(new), NULL, NULL);
+}
+
+/* The inotify events waiting on @fd, ORed; 0 if none. */
+static uint32_t inotify_events(int fd)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const struct inotify_event *ev;
+	uint32_t mask = 0;
+	ssize_t n, off;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (off = 0; off < n; off += sizeof(*ev) + ev->len) {
+			ev = (const void *)(buf + off);
+			mask |= ev->mask;
+		}
+	}
+	return mask;
+}
+
+/* A guest read or write is seen by inotify, as read(2)/write(2) would be. */
+TEST_F(vhost_blk_trust, guest_io_is_seen_by_inotify)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	uint8_t buf[8192];
+	uint32_t got;
+	int in;
+
+	in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	ASSERT_LE(0, in);
+	ASSERT_LE(0, inotify_add_watch(in, e->path, IN_MODIFY | IN_ACCESS));
+
+	pattern_fill(buf, sizeof(buf), new_seed(e), 400 * SECTOR);
+	write_ok(_metadata, e, vq, 400, buf, sizeof(buf), NULL);
+	got = inotify_events(in);
+	EXPECT_NE(0U, got & IN_MODIFY) TH_LOG("events after a write: 0x%x", got);
+	EXPECT_EQ(0U, got & IN_ACCESS) TH_LOG("events after a write: 0x%x", got);
+
+	read_ok(_metadata, e, vq, 400, buf, sizeof(buf), NULL);
+	got = inotify_events(in);
+	EXPECT_NE(0U, got & IN_ACCESS) TH_LOG("events after a read: 0x%x", got);
+	EXPECT_EQ(0U, got & IN_MODIFY) TH_LOG("events after a read: 0x%x", got);
+	close(in);
+}
+
+/* The worker's comm, as block_bio_queue shows the submitter. */
+static void worker_comm(char *buf, size_t len)
+{
+	snprintf(buf, len, "vhost-%d", getpid());
+}
+
+/*
+ * The guest's writes reach the disk as the kernel's own direct I/O does,
+ * REQ_SYNC (and REQ_IDLE, which the trace does not show): writeback
+ * throttling and the I/O schedulers must not take them for background
+ * writeback.
+ */
+TEST_F(vhost_blk_trust, guest_writes_are_sync_io)
+{
+	enum { MAX = 4096 };
+	struct env *e = &self->e;
+	struct host_bio *bio = calloc(MAX, sizeof(*bio));
+	unsigned int n, i, ours = 0;
+	uint8_t buf[65536];
+	char comm[32];
+
+	ASSERT_NE(NULL, bio);
+	worker_comm(comm, sizeof(comm));
+	host_trace_start(_metadata, &self->trace,
+			 host_disk_of(_metadata, e->path));
+	pattern_fill(buf, sizeof(buf), new_seed(e), 500 * SECTOR);
+	write_ok(_metadata, e, &e->dev.vq[0], 500, buf, sizeof(buf), NULL);
+	n = host_trace_bios(_metadata, &self->trace, bio, MAX);
+	ASSERT_GE((unsigned int)MAX, n);
+	for (i = 0; i < n; i++) {
+		if (strcmp(bio[i].comm, comm) || !host_bio_is_write(&bio[i]))
+			continue;
+		ours++;
+		EXPECT_TRUE(host_bio_is_sync(&bio[i]))
+			TH_LOG("write bio %s at %llu + %u is not REQ_SYNC",
+			       bio[i].rwbs, bio[i].sector, bio[i].nr_sectors);
+	}
+	EXPECT_LT(0U, ours) TH_LOG("no write bio from %s among %u", comm, n);
+	free(bio);
+}
+
+/*
+ * A backend fd opened O_DSYNC makes every write durable before it is
+ * answered, as pwrite(2) on it would: a FUA write, or a cache flush after
+ * it.  A disk without a volatile write cache has nothing to flush.
+ */
+TEST_F(vhost_blk_trust, o_dsync_backend_makes_writes_durable)
+{
+	enum { MAX = 4096 };
+	struct env *e = &self->e;
+	struct host_bio *bio = calloc(MAX, sizeof(*bio));
+	unsigned int n, i, data = 0, durable = 0;
+	dev_t disk = host_disk_of(_metadata, e->path);
+	uint8_t buf[16384];
+	char comm[32];
+	int fd;
+
+	ASSERT_NE(NULL, bio);
+	if (!host_disk_write_back(_metadata, disk))
+		SKIP(goto out, "%s is write-through: no cache to make writes durable in",
+		     e->path);
+	fd = open(e->path, O_RDWR | O_DSYNC | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, fd));
+	close(fd);
+
+	worker_comm(comm, sizeof(comm));
+	host_trace_start(_metadata, &self->trace, disk);
+	pattern_fill(buf, sizeof(buf), new_seed(e), 600 * SECTOR);
+	write_ok(_metadata, e, &e->dev.vq[0], 600, buf, sizeof(buf), NULL);
+	n = host_trace_bios(_metadata, &self->trace, bio, MAX);
+	ASSERT_GE((unsigned int)MAX, n);
+	/* The data, then FUA on it or a preflush after it. */
+	for (i = 0; i < n; i++) {
+		if (!strcmp(bio[i].comm, comm) && host_bio_is_write(&bio[i]) &&
+		    bio[i].nr_sectors) {
+			data++;
+			durable += host_bio_is_fua(&bio[i]);
+		} else if (data && host_bio_is_preflush(&bio[i])) {
+			durable++;
+		}
+	}
+	EXPECT_LT(0U, data) TH_LOG("no data write from %s among %u bios",
+				   comm, n);
+	EXPECT_LT(0U, durable)
+		TH_LOG("%u data bios, neither FUA nor followed by a flush", data);
+	for (i = 0; i < n && (!data || !durable); i++)
+		TH_LOG("  %s %llu + %u [%s]", bio[i].rwbs, bio[i].sector,
+		       bio[i].nr_sectors, bio[i].comm);
+out:
+	free(bio);
+}
+
+/*
+ * Other host processes may read and write the same disk through the page
+ * cache (blkid, dd, a backup tool).  The device's direct I/O must not
+ * leave them stale pages, nor read under their dirty pages, nor be
+ * overwritten later by them, as O_DIRECT on the fd would not.
+ */
+TEST_F(vhost_blk_trust, buffered_io_of_other_processes_stays_coherent)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	uint8_t a[4096], b[4096], got[4096];
+	const uint64_t s1 = 700, s2 = 720;
+	int fd;
+
+	fd = open(e->path, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+
+	/* Their cached copy is replaced by what the guest writes. */
+	pattern_fill(a, sizeof(a), new_seed(e), s1 * SECTOR);
+	write_ok(_metadata, e, vq, s1, a, sizeof(a), NULL);
+	ASSERT_EQ((ssize_t)sizeof(got), pread(fd, got, sizeof(got), s1 * SECTOR));
+	expect_same(_metadata, a, got, sizeof(got), "buffered read of A");
+	pattern_fill(b, sizeof(b), new_seed(e), s1 * SECTOR);
+	write_ok(_metadata, e, vq, s1, b, sizeof(b), NULL);
+	ASSERT_EQ((ssize_t)sizeof(got), pread(fd, got, sizeof(got), s1 * SECTOR));
+	expect_same(_metadata, b, got, sizeof(got),
+		    "buffered read after the guest wrote B over A");
+
+	/* The guest reads their dirty data, and its write then wins. */
+	pattern_fill(a, sizeof(a), new_seed(e), s2 * SECTOR);
+	ASSERT_EQ((ssize_t)sizeof(a), pwrite(fd, a, sizeof(a), s2 * SECTOR));
+	read_ok(_metadata, e, vq, s2, got, sizeof(got), NULL);
+	expect_same(_metadata, a, got, sizeof(got),
+		    "guest read of a dirty buffered write");
+	pattern_fill(b, sizeof(b), new_seed(e), s2 * SECTOR);
+	write_ok(_metadata, e, vq, s2, b, sizeof(b), NULL);
+	ASSERT_EQ(0, fsync(fd));
+	read_ok(_metadata, e, vq, s2, got, sizeof(got), NULL);
+	expect_same(_metadata, b, got, sizeof(got),
+		    "guest read after its write and their fsync");
+	ASSERT_EQ((ssize_t)sizeof(got), pread(fd, got, sizeof(got), s2 * SECTOR));
+	expect_same(_metadata, b, got, sizeof(got), "their read after it all");
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The host's view of a backend, for the selftests that check what the
+ * device does to the host rather than to its guest: which block device
+ * carries the backend, its write cache and flush counter, and the bios
+ * queued on it (the block_bio_queue tracepoint, in a tracefs instance of
+ * the test's own).  Include after vblk_test.h.
+ */
+#ifndef VBLK_HOST_H
+#define VBLK_HOST_H
+
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#define VBLK_TRACEFS	"/sys/kernel/tracing"
+
+/* The block device a backend's I/O reaches: the device, or a file's fs. */
+static inline dev_t host_disk_of(struct __test_metadata *_metadata,
+				 const char *path)
+{
+	struct stat st;
+
+	EXPECT_EQ(0, stat(path, &st)) TH_LOG("stat %s: %s", path,
+					     strerror(errno));
+	return S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+}
+
+/* Read a sysfs attribute of block device @dev into @buf; 0 or -errno. */
+static inline int host_disk_attr(dev_t dev, const char *attr, char *buf,
+				 size_t len)
+{
+	char path[PATH_MAX];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/%s", major(dev),
+		 minor(dev), attr);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
+/* Whether @dev has a volatile write cache, which flushes and FUA reach. */
+static inline bool host_disk_write_back(struct __test_metadata *_metadata,
+					dev_t dev)
+{
+	char buf[64];
+
+	EXPECT_EQ(0, host_disk_attr(dev, "queue/write_cache", buf,
+				    sizeof(buf)))
+		TH_LOG("no queue/write_cache for %u:%u", major(dev),
+		       minor(dev));
+	return !strncmp(buf, "write back", 10);
+}
+
+/* Flush requests @dev has completed (field 15 of its stat file). */
+static inline uint64_t host_disk_flushes(struct __test_metadata *_metadata,
+					 dev_t dev)
+{
+	unsigned long long v[17] = { 0 };
+	char buf[512];
+	int n;
+
+	EXPECT_EQ(0, host_disk_attr(dev, "stat", buf, sizeof(buf)));
+	n = sscanf(buf, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+		   "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+		   &v[11], &v[12], &v[13], &v[14], &v[15], &v[16]);
+	EXPECT_LE(16, n) TH_LOG("stat of %u:%u: '%s'", major(dev), minor(dev),
+				buf);
+	return v[15];
+}
+
+/* One bio seen by block_bio_queue. */
+struct host_bio {
+	char rwbs[16];			/* e.g. "WFS": write, FUA, sync */
+	unsigned long long sector;
+	unsigned int nr_sectors;
+	char comm[32];			/* the task that submitted it */
+};
+
+struct host_trace {
+	char dir[PATH_MAX];		/* our tracefs instance */
+};
+
+static inline int host_trace_write(const struct host_trace *t,
+				   const char *file, const char *val)
+{
+	char path[PATH_MAX + 64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", t->dir, file);
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+/* Start recording the bios queued on @dev, in a tracefs instance. */
+static inline void host_trace_start(struct __test_metadata *_metadata,
+				    struct host_trace *t, dev_t dev)
+{
+	char filter[64];
+
+	snprintf(t->dir, sizeof(t->dir), VBLK_TRACEFS "/instances/vblk-%d",
+		 getpid());
+	rmdir(t->dir);
+	ASSERT_EQ(0, mkdir(t->dir, 0700))
+		TH_LOG("mkdir %s: %s", t->dir, strerror(errno));
+	/* The kernel's dev_t: 12 bits of major, 20 of minor. */
+	snprintf(filter, sizeof(filter), "dev == %u",
+		 (major(dev) << 20) | minor(dev));
+	ASSERT_EQ(0, host_trace_write(t, "events/block/block_bio_queue/filter",
+				      filter));
+	ASSERT_EQ(0, host_trace_write(t, "events/block/block_bio_queue/enable",
+				      "1"));
+}
+
+/*
+ * The bios recorded so far, oldest first: up to @max of them into @bio.
+ * Returns how many there were (it may exceed @max).
+ */
+static inline unsigned int host_trace_bios(struct __test_metadata *_metadata,
+					   struct host_trace *t,
+					   struct host_bio *bio,
+					   unsigned int max)
+{
+	char path[PATH_MAX + 16], line[512];
+	unsigned int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/trace", t->dir);
+	f = fopen(path, "re");
+	EXPECT_NE(NULL, f) TH_LOG("open %s: %s", path, strerror(errno));
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, " block_bio_queue: ");
+		struct host_bio b = { 0 };
+		unsigned int ma, mi;
+
+		if (!p || sscanf(p, " block_bio_queue: %u,%u %15s %llu + %u [%31[^]]]",
+				 &ma, &mi, b.rwbs, &b.sector, &b.nr_sectors,
+				 b.comm) != 6)
+			continue;
+		if (n < max)
+			bio[n] = b;
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static inline void host_trace_stop(struct host_trace *t)
+{
+	if (!t->dir[0])
+		return;
+	host_trace_write(t, "events/block/block_bio_queue/enable", "0");
+	rmdir(t->dir);
+	t->dir[0] = 0;
+}
+
+/* Whether a bio's rwbs says write (W), FUA (an F after the op) or sync. */
+static inline bool host_bio_is_write(const struct host_bio *b)
+{
+	return strchr(b->rwbs, 'W') != NULL;
+}
+
+static inline bool host_bio_is_fua(const struct host_bio *b)
+{
+	const char *w = strchr(b->rwbs, 'W');
+
+	return w && strchr(w, 'F') != NULL;
+}
+
+static inline bool host_bio_is_preflush(const struct host_bio *b)
+{
+	return b->rwbs[0] == 'F';
+}
+
+static inline bool host_bio_is_sync(const struct host_bio *b)
+{
+	return strchr(b->rwbs, 'S') != NULL;
+}
+
+#endif /* VBLK_HOST_H */
