@@ -35,13 +35,13 @@
 #include <linux/pagemap.h>
 #include <linux/sizes.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/vhost_task.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include <linux/vhost.h>
 #include <linux/virtio_blk.h>
 #include <linux/vhost_blk.h>
 #include <linux/wait_bit.h>
-#include <linux/workqueue.h>
 
 #include "vhost.h"
 
@@ -147,6 +147,18 @@ struct vhost_blk {
 	struct mutex init_mutex;
 	bool ready;
 	struct vhost_blk_vq *vqs;
+	/*
+	 * What a backend can only do synchronously (fsync, fallocate, secure
+	 * erase) runs in a task of the owner's own, as the vhost worker
+	 * does: the owner's cgroup limits (io.max, memory) and CPU
+	 * accounting apply to it, and one guest's flushes wait behind no
+	 * other guest's.  Created by the owner's first SET_BACKEND, under
+	 * dev.mutex; sync_lock guards sync_list and sync_dead.
+	 */
+	struct vhost_task *sync_task;
+	spinlock_t sync_lock;
+	struct list_head sync_list;
+	bool sync_dead;			/* killed with its owner */
 };
 
 struct vhost_blk_req {
@@ -176,12 +188,10 @@ struct vhost_blk_req {
 	struct vhost_log *log;
 	unsigned int log_num;
 	struct kiocb iocb;
-	struct work_struct sync_work;
+	struct list_head sync_node;	/* on vhost_blk.sync_list */
 };
 
 static struct kmem_cache *vhost_blk_req_cache;
-/* Runs what a backend can only do synchronously (fsync, fallocate). */
-static struct workqueue_struct *vhost_blk_sync_wq;
 
 static inline struct vhost_blk *vhost_blk_from_vq(struct vhost_virtqueue *vq)
 {
@@ -339,10 +349,8 @@ static int vhost_blk_sync_range(struct vhost_blk_req *req,
 	return vfs_fallocate(file, FALLOC_FL_KEEP_SIZE, pos, len);
 }
 
-static void vhost_blk_sync_work(struct work_struct *work)
+static void vhost_blk_sync_run(struct vhost_blk_req *req)
 {
-	struct vhost_blk_req *req = container_of(work, struct vhost_blk_req,
-						 sync_work);
 	unsigned int i;
 	int ret = 0;
 
@@ -358,11 +366,90 @@ static void vhost_blk_sync_work(struct work_struct *work)
 	vhost_blk_req_put(req);
 }
 
+/* The sync task's body: one request per call, false when idle. */
+static bool vhost_blk_sync_fn(void *data)
+{
+	struct vhost_blk *blk = data;
+	struct vhost_blk_req *req;
+
+	spin_lock(&blk->sync_lock);
+	req = list_first_entry_or_null(&blk->sync_list, struct vhost_blk_req,
+				       sync_node);
+	if (req)
+		list_del(&req->sync_node);
+	spin_unlock(&blk->sync_lock);
+	if (!req)
+		return false;
+	/* vhost_task_fn() calls us ready to sleep. */
+	__set_current_state(TASK_RUNNING);
+	vhost_blk_sync_run(req);
+	return true;
+}
+
+/* The owner was killed, and the sync task with it: fail what is left. */
+static void vhost_blk_sync_killed(void *data)
+{
+	struct vhost_blk *blk = data;
+	struct vhost_blk_req *req, *tmp;
+	LIST_HEAD(list);
+
+	spin_lock(&blk->sync_lock);
+	blk->sync_dead = true;
+	list_splice_init(&blk->sync_list, &list);
+	spin_unlock(&blk->sync_lock);
+	list_for_each_entry_safe(req, tmp, &list, sync_node) {
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
+		vhost_blk_req_put(req);
+	}
+}
+
 static void vhost_blk_submit_sync(struct vhost_blk_req *req)
 {
+	struct vhost_blk *blk = vhost_blk_from_vq(&req->bvq->vq);
+	bool dead;
+
 	atomic_inc(&req->pending);
-	INIT_WORK(&req->sync_work, vhost_blk_sync_work);
-	queue_work(vhost_blk_sync_wq, &req->sync_work);
+	spin_lock(&blk->sync_lock);
+	dead = blk->sync_dead;
+	if (!dead)
+		list_add_tail(&req->sync_node, &blk->sync_list);
+	spin_unlock(&blk->sync_lock);
+	if (unlikely(dead)) {
+		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
+		vhost_blk_req_put(req);
+		return;
+	}
+	vhost_task_wake(blk->sync_task);
+}
+
+/* Start the sync task, in the owner's context: it is one of its threads. */
+static int vhost_blk_sync_start(struct vhost_blk *blk)
+{
+	char name[TASK_COMM_LEN];
+	struct vhost_task *vtsk;
+
+	lockdep_assert_held(&blk->dev.mutex);
+	if (blk->sync_task)
+		return 0;
+	snprintf(name, sizeof(name), "vhost-blk-%d", current->pid);
+	vtsk = vhost_task_create(vhost_blk_sync_fn, vhost_blk_sync_killed,
+				 blk, name);
+	if (IS_ERR(vtsk))
+		return PTR_ERR(vtsk);
+	blk->sync_dead = false;
+	blk->sync_task = vtsk;
+	vhost_task_start(vtsk);
+	return 0;
+}
+
+/* After a detach: nothing is queued, and nothing can be. */
+static void vhost_blk_sync_stop(struct vhost_blk *blk)
+{
+	lockdep_assert_held(&blk->dev.mutex);
+	if (!blk->sync_task)
+		return;
+	vhost_task_stop(blk->sync_task);
+	blk->sync_task = NULL;
 }
 
 /*
@@ -768,7 +855,7 @@ static u8 vhost_blk_check_ranges(struct vhost_blk_backend *be, u32 type,
 		return VIRTIO_BLK_S_UNSUPP;
 
 	nr = len / sizeof(*segs);
-	segs = kmalloc_array(nr, sizeof(*segs), GFP_KERNEL);
+	segs = kmalloc_array(nr, sizeof(*segs), GFP_KERNEL_ACCOUNT);
 	if (!segs)
 		return VIRTIO_BLK_S_IOERR;
 	if (!copy_from_iter_full(segs, len, from))
@@ -920,7 +1007,7 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 		return 0;
 	}
 
-	req = kmem_cache_zalloc(vhost_blk_req_cache, GFP_KERNEL);
+	req = kmem_cache_zalloc(vhost_blk_req_cache, GFP_KERNEL_ACCOUNT);
 	if (!req) {
 		kfree(segs);
 		goto err;
@@ -935,7 +1022,7 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	req->nr_segs = nr_segs;
 	if (bvq->log_num) {
 		req->log = kmemdup(vq->log, bvq->log_num * sizeof(*vq->log),
-				   GFP_KERNEL);
+				   GFP_KERNEL_ACCOUNT);
 		if (!req->log) {
 			vhost_blk_req_free(req);
 			goto err;
@@ -945,7 +1032,7 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	if (data) {
 		len = iov_iter_count(data);
 		req->len = len;
-		req->iov = dup_iter(&req->iter, data, GFP_KERNEL);
+		req->iov = dup_iter(&req->iter, data, GFP_KERNEL_ACCOUNT);
 		if (!req->iov) {
 			vhost_blk_req_free(req);
 			goto err;
@@ -1451,6 +1538,9 @@ static long vhost_blk_set_backend(struct vhost_blk *blk, int fd)
 		goto out;
 
 	if (fd != -1) {
+		ret = vhost_blk_sync_start(blk);
+		if (ret)
+			goto out;
 		be = vhost_blk_backend_get(fd);
 		if (IS_ERR(be)) {
 			ret = PTR_ERR(be);
@@ -1708,6 +1798,7 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 		goto out;
 	}
 	vhost_blk_detach(blk);
+	vhost_blk_sync_stop(blk);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_reset_owner(&blk->dev, umem);
 out:
@@ -1793,6 +1884,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 		return -ENOMEM;
 	mutex_init(&blk->init_mutex);
 	atomic_set(&blk->inflight, 0);
+	spin_lock_init(&blk->sync_lock);
+	INIT_LIST_HEAD(&blk->sync_list);
 	f->private_data = blk;
 	return 0;
 }
@@ -1806,6 +1899,7 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 
 	mutex_lock(&blk->dev.mutex);
 	vhost_blk_detach(blk);
+	vhost_blk_sync_stop(blk);
 	mutex_unlock(&blk->dev.mutex);
 
 	vhost_dev_stop(&blk->dev);
@@ -1897,21 +1991,9 @@ static int __init vhost_blk_init(void)
 	if (!vhost_blk_req_cache)
 		return -ENOMEM;
 
-	vhost_blk_sync_wq = alloc_workqueue("vhost-blk-sync", WQ_UNBOUND, 0);
-	if (!vhost_blk_sync_wq) {
-		ret = -ENOMEM;
-		goto err_cache;
-	}
-
 	ret = misc_register(&vhost_blk_misc);
 	if (ret)
-		goto err_wq;
-	return 0;
-
-err_wq:
-	destroy_workqueue(vhost_blk_sync_wq);
-err_cache:
-	kmem_cache_destroy(vhost_blk_req_cache);
+		kmem_cache_destroy(vhost_blk_req_cache);
 	return ret;
 }
 module_init(vhost_blk_init);
@@ -1919,7 +2001,6 @@ module_init(vhost_blk_init);
 static void __exit vhost_blk_exit(void)
 {
 	misc_deregister(&vhost_blk_misc);
-	destroy_workqueue(vhost_blk_sync_wq);
 	kmem_cache_destroy(vhost_blk_req_cache);
 }
 module_exit(vhost_blk_exit);

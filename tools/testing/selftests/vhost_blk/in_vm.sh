@@ -39,11 +39,13 @@ setup_nullb() {
 	modprobe null_blk >&2 || return
 	mkdir "$nb" || return
 	# 256 MB kept in memory behind a 16 MB volatile write cache (so
-	# that flushes and FUA have something to reach), 512-byte blocks,
-	# each request completed by a timer 50 us after submission.
+	# that flushes and FUA have something to reach), with discard,
+	# 512-byte blocks, each request completed by a timer 50 us after
+	# submission.
 	echo 256 >"$nb/size" &&
 		echo 1 >"$nb/memory_backed" &&
 		echo 16 >"$nb/cache_size" &&
+		echo 1 >"$nb/discard" &&
 		echo 512 >"$nb/blocksize" &&
 		echo 2 >"$nb/irqmode" &&
 		echo 50000 >"$nb/completion_nsec" &&

@@ -194,4 +194,130 @@ static inline bool host_bio_is_sync(const struct host_bio *b)
 	return strchr(b->rwbs, 'S') != NULL;
 }
 
+/*
+ * A cgroup v2 of the test's own under the root, with the io and memory
+ * controllers, that the test process moves into as a VMM would be.
+ */
+#define VBLK_CGROUP_ROOT	"/sys/fs/cgroup"
+
+struct host_cgroup {
+	char dir[PATH_MAX];
+};
+
+static inline int host_write_file(const char *path, const char *val)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+static inline void host_cgroup_enter(struct __test_metadata *_metadata,
+				     struct host_cgroup *cg)
+{
+	char path[PATH_MAX + 32], pid[32];
+	int err;
+
+	err = host_write_file(VBLK_CGROUP_ROOT "/cgroup.subtree_control",
+			      "+io +memory");
+	ASSERT_EQ(0, err) TH_LOG("enabling io and memory in %s: %s",
+				 VBLK_CGROUP_ROOT, strerror(-err));
+	snprintf(cg->dir, sizeof(cg->dir), VBLK_CGROUP_ROOT "/vblk-test-%d",
+		 getpid());
+	rmdir(cg->dir);
+	ASSERT_EQ(0, mkdir(cg->dir, 0755))
+		TH_LOG("mkdir %s: %s", cg->dir, strerror(errno));
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	err = host_write_file(path, pid);
+	ASSERT_EQ(0, err) TH_LOG("%s: %s", path, strerror(-err));
+}
+
+/* Move back to the root and remove the cgroup (after the device closed). */
+static inline void host_cgroup_leave(struct host_cgroup *cg)
+{
+	char pid[32];
+	int i;
+
+	if (!cg->dir[0])
+		return;
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	host_write_file(VBLK_CGROUP_ROOT "/cgroup.procs", pid);
+	/* Exiting vhost tasks may linger a moment. */
+	for (i = 0; i < 100 && rmdir(cg->dir) && errno == EBUSY; i++)
+		usleep(10000);
+	cg->dir[0] = 0;
+}
+
+static inline void host_cgroup_set(struct __test_metadata *_metadata,
+				   struct host_cgroup *cg, const char *file,
+				   const char *val)
+{
+	char path[PATH_MAX + 32];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/%s", cg->dir, file);
+	err = host_write_file(path, val);
+	ASSERT_EQ(0, err) TH_LOG("writing '%s' to %s: %s", val, path,
+				 strerror(-err));
+}
+
+/* The io.stat counters of @dev in the cgroup (all zero if no line). */
+struct host_io_stat {
+	unsigned long long rbytes, wbytes, rios, wios, dbytes, dios;
+};
+
+static inline struct host_io_stat host_cgroup_io(struct __test_metadata *_metadata,
+						 struct host_cgroup *cg,
+						 dev_t dev)
+{
+	struct host_io_stat st = { 0 };
+	char path[PATH_MAX + 32], line[1024], want[32];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/io.stat", cg->dir);
+	snprintf(want, sizeof(want), "%u:%u ", major(dev), minor(dev));
+	f = fopen(path, "re");
+	EXPECT_NE(NULL, f) TH_LOG("open %s: %s", path, strerror(errno));
+	if (!f)
+		return st;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, want, strlen(want)))
+			continue;
+		sscanf(line + strlen(want),
+		       "rbytes=%llu wbytes=%llu rios=%llu wios=%llu dbytes=%llu dios=%llu",
+		       &st.rbytes, &st.wbytes, &st.rios, &st.wios, &st.dbytes,
+		       &st.dios);
+	}
+	fclose(f);
+	return st;
+}
+
+/* A key of the cgroup's memory.stat, in bytes. */
+static inline unsigned long long host_cgroup_mem(struct __test_metadata *_metadata,
+						 struct host_cgroup *cg,
+						 const char *key)
+{
+	char path[PATH_MAX + 32], name[64];
+	unsigned long long v, found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/memory.stat", cg->dir);
+	f = fopen(path, "re");
+	EXPECT_NE(NULL, f) TH_LOG("open %s: %s", path, strerror(errno));
+	if (!f)
+		return 0;
+	while (fscanf(f, "%63s %llu", name, &v) == 2) {
+		if (!strcmp(name, key))
+			found = v;
+	}
+	fclose(f);
+	return found;
+}
+
 #endif /* VBLK_HOST_H */

@@ -384,4 +384,34 @@ static inline struct result get_id(struct __test_metadata *_metadata,
 	return r;
 }
 
+/* A DISCARD / WRITE_ZEROES / SECURE_ERASE request over @n ranges. */
+static inline struct result ranges(struct __test_metadata *_metadata,
+				   struct env *e, struct vq *vq, uint32_t type,
+				   const struct virtio_blk_discard_write_zeroes *r,
+				   unsigned int n, size_t extra)
+{
+	size_t len = n * sizeof(*r) + extra;
+	uint8_t *buf = xmalloc(_metadata, len);
+	struct result res;
+
+	memset(buf, 0, len);
+	memcpy(buf, r, n * sizeof(*r));
+	res = xfer(_metadata, e, vq, type, 0, buf, len, NULL);
+	free(buf);
+	return res;
+}
+
+static inline struct virtio_blk_discard_write_zeroes range(uint64_t sector,
+							   uint32_t n,
+							   uint32_t flags)
+{
+	struct virtio_blk_discard_write_zeroes r = {
+		.sector = htole64(sector),
+		.num_sectors = htole32(n),
+		.flags = htole32(flags),
+	};
+
+	return r;
+}
+
 #endif /* VBLK_TEST_H */

@@ -824,36 +824,6 @@ TEST_F_TIMEOUT(vhost_blk, max_segments_per_request_round_trip, 60)
 		  VHOST_BLK_SEG_MAX * 512, &odd, &odd);
 }
 
-/* A DISCARD / WRITE_ZEROES / SECURE_ERASE request over @n ranges. */
-static struct result ranges(struct __test_metadata *_metadata, struct env *e,
-			    struct vq *vq, uint32_t type,
-			    const struct virtio_blk_discard_write_zeroes *r,
-			    unsigned int n, size_t extra)
-{
-	size_t len = n * sizeof(*r) + extra;
-	uint8_t *buf = xmalloc(_metadata, len);
-	struct result res;
-
-	memset(buf, 0, len);
-	memcpy(buf, r, n * sizeof(*r));
-	res = xfer(_metadata, e, vq, type, 0, buf, len, NULL);
-	free(buf);
-	return res;
-}
-
-static struct virtio_blk_discard_write_zeroes range(uint64_t sector,
-						    uint32_t n,
-						    uint32_t flags)
-{
-	struct virtio_blk_discard_write_zeroes r = {
-		.sector = htole64(sector),
-		.num_sectors = htole32(n),
-		.flags = htole32(flags),
-	};
-
-	return r;
-}
-
 /*
  * Fill @nsect sectors from @base with a pattern, WRITE_ZEROES the @n ranges
  * @r (inside them), expect OK, and read back zeroes in exactly the ranges.

@@ -12,8 +12,10 @@
 #include <limits.h>
 #include <poll.h>
 #include <sys/inotify.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 
 #include "kselftest_harness.h"
 
@@ -27,6 +29,7 @@ FIXTURE(vhost_blk_trust) {
 	int flags_fd;			/* FS_IOC_SETFLAGS was used on this fd */
 	char scratch[PATH_MAX];		/* a file to unlink */
 	struct host_trace trace;	/* a tracefs instance to remove */
+	struct host_cgroup cg;		/* a cgroup to leave and remove */
 };
 
 FIXTURE_SETUP(vhost_blk_trust)
@@ -35,6 +38,7 @@ FIXTURE_SETUP(vhost_blk_trust)
 	self->flags_fd = -1;
 	self->scratch[0] = 0;
 	self->trace.dir[0] = 0;
+	self->cg.dir[0] = 0;
 	env_setup(_metadata, &self->e, VBLK_FEATURES_ALL);
 }
 
@@ -52,24 +56,21 @@ FIXTURE_TEARDOWN(vhost_blk_trust)
 		unlink(self->scratch);
 	host_trace_stop(&self->trace);
 	env_teardown(&self->e);
+	host_cgroup_leave(&self->cg);
 }
 
 /*
- * A scratch image of @size bytes, opened with @flags: next to a file
- * backend (on its file system), else in /tmp.  The teardown removes it.
+ * A scratch image of @size bytes in @dir, opened with @flags.  The
+ * teardown removes it.
  */
-static int scratch_open(struct __test_metadata *_metadata,
-			FIXTURE_DATA(vhost_blk_trust) *self, off_t size,
-			int flags)
+static int scratch_open_in(struct __test_metadata *_metadata,
+			   FIXTURE_DATA(vhost_blk_trust) *self,
+			   const char *dir, off_t size, int flags)
 {
-	char dir[PATH_MAX];
-	struct stat st;
 	int fd;
 
-	ASSERT_EQ(0, stat(self->e.path, &st));
-	snprintf(dir, sizeof(dir), "%s", self->e.path);
 	snprintf(self->scratch, sizeof(self->scratch), "%s/vblk-trust-%d.img",
-		 S_ISREG(st.st_mode) ? dirname(dir) : "/tmp", getpid());
+		 dir, getpid());
 	fd = open(self->scratch, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ASSERT_LE(0, fd) TH_LOG("create %s: %s", self->scratch,
 				strerror(errno));
@@ -80,6 +81,33 @@ static int scratch_open(struct __test_metadata *_metadata,
 	fd = open(self->scratch, flags | O_CLOEXEC);
 	ASSERT_LE(0, fd) TH_LOG("open %s: %s", self->scratch, strerror(errno));
 	return fd;
+}
+
+/* A scratch image next to a file backend (on its file system), else in /tmp. */
+static int scratch_open(struct __test_metadata *_metadata,
+			FIXTURE_DATA(vhost_blk_trust) *self, off_t size,
+			int flags)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+
+	ASSERT_EQ(0, stat(self->e.path, &st));
+	snprintf(dir, sizeof(dir), "%s", self->e.path);
+	return scratch_open_in(_metadata, self,
+			       S_ISREG(st.st_mode) ? dirname(dir) : "/tmp",
+			       size, flags);
+}
+
+/*
+ * Close the test's device, move into a cgroup of the test's own, as a
+ * VMM that its manager placed there, and open the device again from it.
+ */
+static void reopen_in_cgroup(struct __test_metadata *_metadata,
+			     FIXTURE_DATA(vhost_blk_trust) *self)
+{
+	vblk_close(&self->e.dev);
+	host_cgroup_enter(_metadata, &self->cg);
+	ASSERT_EQ(0, env_open_dev(&self->e, &self->e.dev, 1, 0, 0));
 }
 
 /* chattr on @fd (FS_APPEND_FL, FS_IMMUTABLE_FL or 0); remembered. */
@@ -567,6 +595,112 @@ TEST_F(vhost_blk_trust, buffered_io_of_other_processes_stays_coherent)
 	ASSERT_EQ((ssize_t)sizeof(got), pread(fd, got, sizeof(got), s2 * SECTOR));
 	expect_same(_metadata, b, got, sizeof(got), "their read after it all");
 	close(fd);
+}
+
+/*
+ * A VMM in a cgroup with io.max set: the bios of its guest's reads,
+ * writes, flushes and ranges are charged to that cgroup (its io.stat),
+ * which is what its io.max throttles.  A file system may do part of a
+ * file's flush or range in its own threads (ext4's journal), which no
+ * cgroup of ours can count: on a file, reads and writes are counted.
+ */
+TEST_F(vhost_blk_trust, guest_io_is_charged_to_the_vmm_cgroup)
+{
+	static const uint32_t types[] = {
+		VIRTIO_BLK_T_FLUSH, VIRTIO_BLK_T_DISCARD,
+		VIRTIO_BLK_T_WRITE_ZEROES,
+	};
+	struct env *e = &self->e;
+	dev_t disk = host_disk_of(_metadata, e->path);
+	struct virtio_blk_discard_write_zeroes r = range(1024, 2048, 0);
+	bool bdev, wc = host_disk_write_back(_metadata, disk);
+	struct host_io_stat a, b;
+	const size_t len = 64 * KiB;
+	uint8_t *buf = xmalloc(_metadata, len);
+	struct result res;
+	char max[128];
+	struct stat st;
+	unsigned int i;
+	struct vq *vq;
+
+	ASSERT_EQ(0, fstat(e->backend_fd, &st));
+	bdev = S_ISBLK(st.st_mode);
+	reopen_in_cgroup(_metadata, self);
+	vq = &e->dev.vq[0];
+	snprintf(max, sizeof(max), "%u:%u rbps=%lu wbps=%lu riops=2000 wiops=2000",
+		 major(disk), minor(disk), 32 * MiB, 32 * MiB);
+	host_cgroup_set(_metadata, &self->cg, "io.max", max);
+
+	a = host_cgroup_io(_metadata, &self->cg, disk);
+	for (i = 0; i < 16; i++) {
+		pattern_fill(buf, len, new_seed(e), (1024 + i * 128) * SECTOR);
+		write_ok(_metadata, e, vq, 1024 + i * 128, buf, len, NULL);
+	}
+	b = host_cgroup_io(_metadata, &self->cg, disk);
+	EXPECT_LE(16 * len, b.wbytes - a.wbytes);
+	EXPECT_LE(1U, b.wios - a.wios);
+
+	for (i = 0; i < 16; i++)
+		read_ok(_metadata, e, vq, 1024 + i * 128, buf, len, NULL);
+	a = host_cgroup_io(_metadata, &self->cg, disk);
+	EXPECT_LE(16 * len, a.rbytes - b.rbytes);
+	EXPECT_LE(1U, a.rios - b.rios);
+
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		a = host_cgroup_io(_metadata, &self->cg, disk);
+		if (types[i] == VIRTIO_BLK_T_FLUSH)
+			res = xfer(_metadata, e, vq, types[i], 0, NULL, 0, NULL);
+		else
+			res = ranges(_metadata, e, vq, types[i], &r, 1, 0);
+		b = host_cgroup_io(_metadata, &self->cg, disk);
+		TH_LOG("type %u: %s, %llu ios charged", types[i],
+		       blk_status_name(res.status),
+		       (b.rios + b.wios + b.dios) - (a.rios + a.wios + a.dios));
+		if (res.status == VIRTIO_BLK_S_UNSUPP &&
+		    types[i] != VIRTIO_BLK_T_FLUSH)
+			continue;
+		ASSERT_STATUS(VIRTIO_BLK_S_OK, res.status, "type %u", types[i]);
+		/* A flush reaches only a disk with a write cache. */
+		if (bdev && (types[i] != VIRTIO_BLK_T_FLUSH || wc))
+			EXPECT_LE(1U, (b.wios + b.dios) - (a.wios + a.dios))
+				TH_LOG("type %u: nothing charged", types[i]);
+	}
+	free(buf);
+}
+
+/*
+ * Flushes and ranges on a file run synchronously, beside the worker:
+ * on behalf of the VMM too.  On tmpfs a WRITE_ZEROES allocates the
+ * range's pages, which the memory controller charges to whoever runs it.
+ */
+TEST_F(vhost_blk_trust, file_ranges_are_charged_to_the_vmm_memcg)
+{
+	struct env *e = &self->e;
+	struct virtio_blk_discard_write_zeroes r = range(0, 16384, 0);
+	unsigned long long before, after;
+	struct statfs fs;
+	int fd;
+
+	ASSERT_EQ(0, statfs("/tmp", &fs));
+	if (fs.f_type != TMPFS_MAGIC)
+		SKIP(return, "/tmp is not a tmpfs");
+	reopen_in_cgroup(_metadata, self);
+	fd = scratch_open_in(_metadata, self, "/tmp", 16 * MiB, O_RDWR);
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, fd));
+	close(fd);
+
+	before = host_cgroup_mem(_metadata, &self->cg, "shmem");
+	expect_result(_metadata,
+		      ranges(_metadata, e, &e->dev.vq[0],
+			     VIRTIO_BLK_T_WRITE_ZEROES, &r, 1, 0),
+		      VIRTIO_BLK_S_OK, 1, "WRITE_ZEROES of 8 MiB on tmpfs");
+	expect_result(_metadata,
+		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_FLUSH, 0,
+			   NULL, 0, NULL),
+		      VIRTIO_BLK_S_OK, 1, "FLUSH on tmpfs");
+	after = host_cgroup_mem(_metadata, &self->cg, "shmem");
+	EXPECT_LE(before + 8 * MiB, after)
+		TH_LOG("shmem charged to the VMM: %llu -> %llu", before, after);
 }
 
 TEST_HARNESS_MAIN
