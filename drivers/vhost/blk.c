@@ -156,7 +156,7 @@ struct vhost_blk {
 	 * dev.mutex; sync_lock guards sync_list and sync_dead.
 	 */
 	struct vhost_task *sync_task;
-	spinlock_t sync_lock;
+	spinlock_t sync_lock;		/* sync_list, sync_dead */
 	struct list_head sync_list;
 	bool sync_dead;			/* killed with its owner */
 };
@@ -914,9 +914,11 @@ static bool vhost_blk_bounce_must_wait(struct vhost_blk_vq *bvq,
 }
 
 /*
- * Turn one descriptor chain into a request.  Returns the number of data
- * bytes submitted, for the worker's byte weight, or -EAGAIN if the request
- * must wait for bounce pages (it was not taken: the caller puts it back).
+ * Turn one descriptor chain into a request.  Returns the number of bytes
+ * it moves, for the worker's byte weight: its data, or the bytes its
+ * ranges cover (a discard or a write-zeroes of 64 GiB is work too, even
+ * if no data crosses guest memory).  Or -EAGAIN if the request must wait
+ * for bounce pages (it was not taken: the caller puts it back).
  */
 static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 				    struct vhost_blk_backend *be, u16 head,
@@ -1020,6 +1022,9 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	req->sector = sector;
 	req->segs = segs;
 	req->nr_segs = nr_segs;
+	while (nr_segs--)
+		len += (size_t)le32_to_cpu(segs[nr_segs].num_sectors) <<
+		       SECTOR_SHIFT;
 	if (bvq->log_num) {
 		req->log = kmemdup(vq->log, bvq->log_num * sizeof(*vq->log),
 				   GFP_KERNEL_ACCOUNT);
@@ -1302,7 +1307,9 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 			break;
 		}
 		bytes += len;
-		if (unlikely(vhost_exceeds_weight(vq, ++reqs, bytes))) {
+		/* vhost_exceeds_weight() takes an int: no wrap to below. */
+		if (unlikely(vhost_exceeds_weight(vq, ++reqs,
+						  min_t(size_t, bytes, INT_MAX)))) {
 			/* vhost_exceeds_weight() requeued us. */
 			bvq->requeued = true;
 			break;

@@ -1949,15 +1949,18 @@ static void trace_order(unsigned int *before, unsigned int *n0,
 }
 
 /*
- * Queue 0 holds @n reads of @len bytes each (into one shared buffer),
- * queue 1 a GET_ID, all posted while no backend is attached; attaching
- * starts queue 0 first.  Returns how many queue-0 requests the worker took
- * before the one of queue 1, from the trace.
+ * Queue 0 holds @n requests of @type: reads of @len bytes each into one
+ * shared buffer @data, or DISCARDs whose range table (@len bytes) is
+ * @data; queue 1 a GET_ID, all posted while no backend is attached;
+ * attaching starts queue 0 first.  Returns how many queue-0 requests the
+ * worker took before the one of queue 1, from the trace.
  */
 static unsigned int flood_round(struct __test_metadata *_metadata,
 				struct env *e, struct vblk_dev *dev,
-				uint8_t *data, unsigned int n, uint32_t len)
+				uint32_t type, uint8_t *data, unsigned int n,
+				uint32_t len)
 {
+	bool read = type == VIRTIO_BLK_T_IN;
 	struct vq *q0 = &dev->vq[0], *q1 = &dev->vq[1];
 	size_t mark = guest_mark(&e->gm);
 	unsigned int i, before, n0, n1;
@@ -1970,9 +1973,10 @@ static unsigned int flood_round(struct __test_metadata *_metadata,
 	for (i = 0; i < n; i++) {
 		struct vring_desc ind;
 
-		h = ghdr(_metadata, e, VIRTIO_BLK_T_IN, AREA + (i % 64) * 8);
+		h = ghdr(_metadata, e, type, AREA + (i % 64) * 8);
 		d[0] = rd_desc(e, h, 16, VRING_DESC_F_NEXT, 1);
-		d[1] = rd_desc(e, data, len, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 2);
+		d[1] = rd_desc(e, data, len, VRING_DESC_F_NEXT |
+			       (read ? VRING_DESC_F_WRITE : 0), 2);
 		d[2] = rd_desc(e, st + i, 1, VRING_DESC_F_WRITE, 0);
 		ind = (struct vring_desc){ table(_metadata, e, d, 3), 48,
 					   VRING_DESC_F_INDIRECT, 0 };
@@ -1997,9 +2001,9 @@ static unsigned int flood_round(struct __test_metadata *_metadata,
 		ASSERT_EQ(0, vq_wait_used(q0, &u, 60000))
 			TH_LOG("%u of %u answered on queue 0", i, n);
 		ASSERT_FALSE(u.bad);
-		ASSERT_EQ(len + 1, u.len);
+		ASSERT_EQ(read ? len + 1 : 1, u.len);
 		ASSERT_STATUS(VIRTIO_BLK_S_OK, *(uint8_t *)u.token,
-			      "read on queue 0");
+			      "request of type %u on queue 0", type);
 	}
 	ASSERT_EQ(0, write_file(TRACEFS "/tracing_on", "0"));
 	ASSERT_EQ(0, vblk_set_backend(dev->fd, -1));
@@ -2011,14 +2015,16 @@ static unsigned int flood_round(struct __test_metadata *_metadata,
 }
 
 /*
- * Flood queue 0 with @n requests of @len bytes, @rounds times, while
- * queue 1 asks for one GET_ID each time: queue 1 must be served after at
- * most @max_before queue-0 requests (without a bound on a worker run it
- * would wait for all @n).  The per-queue counters must add up.
+ * Flood queue 0 with @n requests of @type (reads of @len bytes, or
+ * DISCARDs of the @nr ranges in @tab), @rounds times, while queue 1 asks
+ * for one GET_ID each time: queue 1 must be served after at most
+ * @max_before queue-0 requests (without a bound on a worker run it would
+ * wait for all @n).  The per-queue counters must add up.
  */
-static void flood(struct __test_metadata *_metadata, struct env *e,
-		  unsigned int n, uint32_t len, unsigned int rounds,
-		  unsigned int max_before)
+static void flood_type(struct __test_metadata *_metadata, struct env *e,
+		       uint32_t type, unsigned int n, uint32_t len,
+		       const struct virtio_blk_discard_write_zeroes *tab,
+		       unsigned int rounds, unsigned int max_before)
 {
 	struct vblk_config cfg = {
 		.nvqs = 2, .num = n < 64 ? 64 : n, .max_indirect = 4,
@@ -2042,8 +2048,10 @@ static void flood(struct __test_metadata *_metadata, struct env *e,
 	vblk_close(&e->dev);
 	ASSERT_EQ(0, vblk_open(&dev, &e->gm, &cfg));
 	data = galloc(_metadata, e, len, 4096, 0);
+	if (tab)
+		memcpy(data, tab, len);
 	for (r = 0; r < rounds; r++)
-		before[r] = flood_round(_metadata, e, &dev, data, n, len);
+		before[r] = flood_round(_metadata, e, &dev, type, data, n, len);
 	ASSERT_EQ(0, hq_stats(dev.fd, 0, false, &s0));
 	ASSERT_EQ(0, hq_stats(dev.fd, 1, false, &s1));
 	vblk_close(&dev);
@@ -2053,8 +2061,12 @@ static void flood(struct __test_metadata *_metadata, struct env *e,
 	for (r = 0; r < rounds; r++)
 		TH_LOG("round %u: queue 1 was served after %u of the %u requests of queue 0",
 		       r, before[r], n);
-	ASSERT_EQ((uint64_t)rounds * n, s0.reqs_in);
-	ASSERT_EQ((uint64_t)rounds * n * len, s0.bytes_read);
+	if (type == VIRTIO_BLK_T_IN) {
+		ASSERT_EQ((uint64_t)rounds * n, s0.reqs_in);
+		ASSERT_EQ((uint64_t)rounds * n * len, s0.bytes_read);
+	} else {
+		ASSERT_EQ((uint64_t)rounds * n, s0.reqs_discard);
+	}
 	ASSERT_EQ(0ULL, s0.reqs_ioerr);
 	ASSERT_EQ((uint64_t)rounds, s1.reqs_get_id);
 	ASSERT_EQ(0ULL, s1.reqs_in);
@@ -2062,6 +2074,14 @@ static void flood(struct __test_metadata *_metadata, struct env *e,
 		ASSERT_GE(max_before, before[r])
 			TH_LOG("round %u: queue 1 waited for %u requests of queue 0",
 			       r, before[r]);
+}
+
+static void flood(struct __test_metadata *_metadata, struct env *e,
+		  unsigned int n, uint32_t len, unsigned int rounds,
+		  unsigned int max_before)
+{
+	flood_type(_metadata, e, VIRTIO_BLK_T_IN, n, len, NULL, rounds,
+		   max_before);
 }
 
 TEST_F_TIMEOUT(hostile, flooded_ring_yields_to_another_queue_every_256_requests,
@@ -2075,6 +2095,30 @@ TEST_F_TIMEOUT(hostile, flooded_ring_yields_to_another_queue_every_8_mib, 180)
 {
 	/* 1 MiB each: a run stops after 8, then queue 1's run comes. */
 	flood(_metadata, &self->e, 64, 1 << 20, 2, 8);
+}
+
+/*
+ * A range request weighs the bytes of its ranges: 32 ranges over the
+ * whole disk are 32 times its size, past the 8 MiB of a run at once,
+ * and a multiple of 4 GiB, which an int would wrap to 0.
+ */
+TEST_F_TIMEOUT(hostile, flooded_ring_yields_after_each_range_request_over_8_mib,
+	       180)
+{
+	struct virtio_blk_discard_write_zeroes tab[32];
+	struct env *e = &self->e;
+	uint64_t sectors = e->sectors;
+	unsigned int i;
+
+	if (sectors > VHOST_BLK_MAX_DISCARD_SECTORS)
+		sectors = VHOST_BLK_MAX_DISCARD_SECTORS;
+	sectors &= ~7ULL;
+	for (i = 0; i < ARRAY_SIZE(tab); i++)
+		tab[i] = range(0, (uint32_t)sectors, 0);
+	TH_LOG("%llu bytes per request",
+	       (unsigned long long)(ARRAY_SIZE(tab) * sectors * SECTOR));
+	flood_type(_metadata, e, VIRTIO_BLK_T_DISCARD, 16, sizeof(tab), tab,
+		   2, 1);
 }
 
 /* ===================================================== bounce budget */
