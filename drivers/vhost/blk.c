@@ -1457,13 +1457,25 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	}
 }
 
+/*
+ * Stop the rings and answer every request in flight, keeping the
+ * backend, for a change that requests already taken must not see.
+ * Returns the backend to resume with, NULL if none is attached.
+ */
+static struct vhost_blk_backend *vhost_blk_pause(struct vhost_blk *blk)
+{
+	lockdep_assert_held(&blk->dev.mutex);
+	if (!blk->backend)
+		return NULL;
+	vhost_blk_stop_vqs(blk);
+	vhost_blk_drain(blk);
+	return blk->backend;
+}
+
 /* Stop every ring, answer every request in flight, drop the backend. */
 static void vhost_blk_detach(struct vhost_blk *blk)
 {
-	lockdep_assert_held(&blk->dev.mutex);
-	vhost_blk_stop_vqs(blk);
-	vhost_blk_drain(blk);
-	vhost_blk_backend_put(blk->backend);
+	vhost_blk_backend_put(vhost_blk_pause(blk));
 	blk->backend = NULL;
 }
 
@@ -1743,6 +1755,47 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 	return 0;
 }
 
+/* Start the rings paused by vhost_blk_pause() again, or detach. */
+static long vhost_blk_resume(struct vhost_blk *blk,
+			     struct vhost_blk_backend *be)
+{
+	long ret;
+
+	lockdep_assert_held(&blk->dev.mutex);
+	if (!be)
+		return 0;
+	ret = vhost_blk_start_vqs(blk, be);
+	if (ret)
+		vhost_blk_detach(blk);
+	return ret;
+}
+
+/*
+ * A request in flight holds the host addresses of its buffers and status
+ * byte, translated through the memory table in force when it was taken.
+ * Answer them all before a new table takes over, so that none of them
+ * writes where the new table puts other memory.
+ */
+static long vhost_blk_set_mem_table(struct vhost_blk *blk,
+				    void __user *argp)
+{
+	struct vhost_blk_backend *be;
+	long ret, err;
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret)
+		goto out;
+	be = vhost_blk_pause(blk);
+	ret = vhost_dev_ioctl(&blk->dev, VHOST_SET_MEM_TABLE, argp);
+	err = vhost_blk_resume(blk, be);
+	if (!ret)
+		ret = err;
+out:
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
 static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 {
 	bool log = features & (1ULL << VHOST_F_LOG_ALL);
@@ -1768,23 +1821,15 @@ static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 	 * pages they are yet to write.  Let them all finish before logging
 	 * starts, so that every write from then on is logged.
 	 */
-	if (log && blk->backend &&
-	    !vhost_has_feature(&blk->vqs[0].vq, VHOST_F_LOG_ALL)) {
-		be = blk->backend;
-		vhost_blk_stop_vqs(blk);
-		vhost_blk_drain(blk);
-	}
+	if (log && !vhost_has_feature(&blk->vqs[0].vq, VHOST_F_LOG_ALL))
+		be = vhost_blk_pause(blk);
 	for (i = 0; i < blk->dev.nvqs; i++) {
 		vq = &blk->vqs[i].vq;
 		mutex_lock(&vq->mutex);
 		vq->acked_features = features;
 		mutex_unlock(&vq->mutex);
 	}
-	if (be) {
-		ret = vhost_blk_start_vqs(blk, be);
-		if (ret)
-			vhost_blk_detach(blk);
-	}
+	ret = vhost_blk_resume(blk, be);
 out:
 	mutex_unlock(&blk->dev.mutex);
 	return ret;
@@ -1953,6 +1998,8 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		if (copy_from_user(&features, argp, sizeof(features)))
 			return -EFAULT;
 		return vhost_blk_set_features(blk, features);
+	case VHOST_SET_MEM_TABLE:
+		return vhost_blk_set_mem_table(blk, argp);
 	case VHOST_RESET_OWNER:
 		return vhost_blk_reset_owner(blk);
 	case VHOST_NEW_WORKER:

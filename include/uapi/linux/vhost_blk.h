@@ -14,6 +14,10 @@
  * (VHOST_BLK_GET_CONFIG, VHOST_BLK_GET_VRING_STATS without a reset), as it
  * does from the vhost core's.
  *
+ * With a backend attached, VHOST_SET_MEM_TABLE first answers every
+ * request in flight (their buffers were translated through the old
+ * table), then installs the new table and restarts the queues.
+ *
  * The ioctl numbers 0xFF and 0xFE on VHOST_VIRTIO are the ones used by the
  * earlier out-of-tree vhost-blk implementation and by the QEMU device posted
  * with it, so a VMM written against that ABI works unchanged.

@@ -320,4 +320,25 @@ static inline unsigned long long host_cgroup_mem(struct __test_metadata *_metada
 	return found;
 }
 
+/*
+ * A slow disk without a slow device: close the test's device, move into
+ * @cg with io.max limiting reads and writes on the backend's disk to
+ * @iops a second, and open the device again from there.  Requests then
+ * stay in flight, held by the throttle, for about 1/@iops s each.
+ */
+static inline void host_reopen_throttled(struct __test_metadata *_metadata,
+					 struct env *e, struct host_cgroup *cg,
+					 unsigned int iops)
+{
+	dev_t disk = host_disk_of(_metadata, e->path);
+	char max[96];
+
+	vblk_close(&e->dev);
+	host_cgroup_enter(_metadata, cg);
+	snprintf(max, sizeof(max), "%u:%u riops=%u wiops=%u", major(disk),
+		 minor(disk), iops, iops);
+	host_cgroup_set(_metadata, cg, "io.max", max);
+	ASSERT_EQ(0, env_open_dev(e, &e->dev, 1, 0, 0));
+}
+
 #endif /* VBLK_HOST_H */

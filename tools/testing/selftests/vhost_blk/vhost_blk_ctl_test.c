@@ -16,19 +16,23 @@
 #include "kselftest_harness.h"
 
 #include "vblk_test.h"
+#include "vblk_host.h"
 
 FIXTURE(vhost_blk_ctl) {
 	struct env e;
+	struct host_cgroup cg;		/* for a throttled disk */
 };
 
 FIXTURE_SETUP(vhost_blk_ctl)
 {
+	self->cg.dir[0] = 0;
 	env_setup(_metadata, &self->e, VBLK_FEATURES_ALL);
 }
 
 FIXTURE_TEARDOWN(vhost_blk_ctl)
 {
 	env_teardown(&self->e);
+	host_cgroup_leave(&self->cg);
 }
 
 /* SET_BACKEND that is expected to fail: returns errno (0 if it worked). */
@@ -97,6 +101,24 @@ static uint16_t wait_taken(struct __test_metadata *_metadata, int fd,
 	}
 	ASSERT_NE(start, base) TH_LOG("the device took no request");
 	return base;
+}
+
+/* Wait until the device has taken all @n requests posted after @start. */
+static void wait_all_taken(struct __test_metadata *_metadata, int fd,
+			   uint16_t start, unsigned int n)
+{
+	uint16_t base = start;
+	int i;
+
+	for (i = 0; i < VQ_HANG_TIMEOUT_MS * 10; i++) {
+		base = vring_base(_metadata, fd);
+		if (base == (uint16_t)(start + n))
+			return;
+		usleep(100);
+	}
+	ASSERT_EQ((uint16_t)(start + n), base)
+		TH_LOG("the device took %u of %u requests",
+		       (uint16_t)(base - start), n);
 }
 
 static void free_reqs(struct blk_req *req, unsigned int n)
@@ -446,84 +468,138 @@ TEST_F_TIMEOUT(vhost_blk_ctl, detach_drains_requests_in_flight, 60)
 	free_reqs(req, n);
 }
 
+/*
+ * Closing the device with requests in flight answers every request it
+ * took: status and used ring.  The disk is throttled (4 writes a second),
+ * so that they are in flight when the fd is closed.
+ */
 TEST_F_TIMEOUT(vhost_blk_ctl, close_with_requests_in_flight_then_reopen, 60)
 {
+	enum { N = 16 };
 	struct env *e = &self->e;
-	struct vq *vq = &e->dev.vq[0];
-	unsigned int n = vq->num, i, ok = 0, unset = 0;
-	uint16_t start = vq->avail_idx;
+	uint64_t seed = new_seed(e);
+	unsigned int i, done;
 	struct blk_req *req;
+	uint16_t start;
+	struct vq *vq;
 
-	req = post_writes(_metadata, e, vq, 60000, n, 64 * KiB, new_seed(e));
+	host_reopen_throttled(_metadata, e, &self->cg, 4);
+	vq = &e->dev.vq[0];
+	start = vq->avail_idx;
+	req = post_writes(_metadata, e, vq, 60000, N, 64 * KiB, seed);
 	ASSERT_EQ(1, vq_kick_force(vq));
-	wait_taken(_metadata, e->dev.fd, start);
+	wait_all_taken(_metadata, e->dev.fd, start, N);
+	/* The fd only: the rings stay ours to read. */
+	close(e->dev.fd);
+	e->dev.fd = -1;
+
+	done = vq_used_pending(vq);
+	EXPECT_EQ((unsigned int)N, done)
+		TH_LOG("%u of the %u requests taken were answered on close",
+		       done, N);
+	ASSERT_EQ(0, blk_complete(vq, done));
+	for (i = 0; i < N; i++)
+		ASSERT_STATUS(VIRTIO_BLK_S_OK, *req[i].status, "request %u",
+			      i);
+	free_reqs(req, N);
+
 	vblk_close(&e->dev);
-
-	for (i = 0; i < n; i++) {
-		uint8_t st = *req[i].status;
-
-		ok += st == VIRTIO_BLK_S_OK;
-		unset += st == BLK_STATUS_UNSET;
-		EXPECT_TRUE(st == VIRTIO_BLK_S_OK || st == BLK_STATUS_UNSET)
-			TH_LOG("request %u: status %s", i,
-			       blk_status_name(st));
-	}
-	TH_LOG("on close: %u of %u requests answered, %u not taken", ok, n,
-	       unset);
-	free_reqs(req, n);
-
 	ASSERT_EQ(0, env_open_dev(e, &e->dev, 1, 0, 0));
-	rw_verify(_metadata, e, &e->dev.vq[0], 60000, 64 * KiB, NULL, NULL);
+	for (i = 0; i < N; i++)
+		verify_pattern(_metadata, e, &e->dev.vq[0], 60000 + i * 128,
+			       64 * KiB, seed);
 }
 
+/*
+ * An owner that exits with requests in flight: the guest is gone, but
+ * every write its device took reaches the disk before the exit is over
+ * (before its parent's waitpid() returns), and a new device sees it.  The
+ * disk is throttled, so that they are in flight at the exit.
+ */
 TEST_F_TIMEOUT(vhost_blk_ctl, owner_exit_with_requests_in_flight_then_reopen,
 	       60)
 {
+	enum { N = 16 };
 	struct env *e = &self->e;
+	uint64_t seed = new_seed(e);
+	unsigned int i;
 	int status;
 	pid_t pid;
 
+	host_reopen_throttled(_metadata, e, &self->cg, 4);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
 		/* Its own device on its own copy of guest memory. */
 		struct vblk_dev dev;
-		unsigned int i;
+		uint16_t start;
 
 		if (env_open_dev(e, &dev, 1, 0, 0))
 			_exit(1);
-		for (i = 0; i < dev.vq[0].num; i++) {
-			uint32_t len = 64 * KiB;
-			struct blk_req_spec spec = {
-				.type = VIRTIO_BLK_T_OUT, .nseg = 1,
-				.seg_len = &len, .flags = BLK_REQ_INDIRECT,
-				.sector = 70000 + i * 128,
-			};
-			struct blk_req req;
-
-			if (blk_req_prep(&req, &e->gm, &spec) ||
-			    blk_req_post(&dev.vq[0], &req))
-				_exit(2);
-		}
+		start = dev.vq[0].avail_idx;
+		free_reqs(post_writes(_metadata, e, &dev.vq[0], 70000, N,
+				      64 * KiB, seed), N);
 		vq_kick_force(&dev.vq[0]);
-		/* Exit, without closing anything, once I/O is under way. */
-		for (i = 0; i < VQ_HANG_TIMEOUT_MS * 10; i++) {
-			struct vhost_vring_state base = { .index = 0 };
-
-			if (ioctl(dev.fd, VHOST_GET_VRING_BASE, &base) ||
-			    base.num)
-				break;
-			usleep(100);
-		}
-		_exit(0);
+		wait_all_taken(_metadata, dev.fd, start, N);
+		/* Exit, without closing anything, with all N in flight. */
+		_exit(vq_used_pending(&dev.vq[0]) == N ? 3 : 0);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_NE(3, WEXITSTATUS(status))
+		TH_LOG("all writes were done before the exit: nothing tested");
 	ASSERT_EQ(0, WEXITSTATUS(status));
 
 	vblk_close(&e->dev);
 	ASSERT_EQ(0, env_open_dev(e, &e->dev, 1, 0, 0));
+	for (i = 0; i < N; i++)
+		verify_pattern(_metadata, e, &e->dev.vq[0], 70000 + i * 128,
+			       64 * KiB, seed);
 	rw_verify(_metadata, e, &e->dev.vq[0], 70000, 64 * KiB, NULL, NULL);
+}
+
+/*
+ * The status bytes of requests in flight are host addresses translated
+ * through the memory table of the time: VHOST_SET_MEM_TABLE answers them
+ * all before the new table takes over.  The disk is throttled, so that
+ * they are still in flight when it is called.
+ */
+TEST_F_TIMEOUT(vhost_blk_ctl, set_mem_table_answers_requests_in_flight_first,
+	       60)
+{
+	enum { N = 8 };
+	struct env *e = &self->e;
+	struct blk_req req[N];
+	uint32_t len = 4096;
+	struct blk_req_spec spec = {
+		.type = VIRTIO_BLK_T_IN, .nseg = 1, .seg_len = &len,
+	};
+	unsigned int i, done;
+	uint16_t start;
+	struct vq *vq;
+
+	host_reopen_throttled(_metadata, e, &self->cg, 2);
+	vq = &e->dev.vq[0];
+	start = vq->avail_idx;
+	for (i = 0; i < N; i++) {
+		spec.sector = 30000 + i * 8;
+		ASSERT_EQ(0, blk_req_prep(&req[i], &e->gm, &spec));
+		ASSERT_EQ(0, blk_req_post(vq, &req[i]));
+	}
+	ASSERT_EQ(1, vq_kick_force(vq));
+	wait_all_taken(_metadata, e->dev.fd, start, N);
+
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	done = vq_used_pending(vq);
+	EXPECT_EQ((unsigned int)N, done) TH_LOG("%u of %u requests answered when VHOST_SET_MEM_TABLE returned",
+				  done, N);
+	ASSERT_EQ(0, blk_complete(vq, N));
+	for (i = 0; i < N; i++) {
+		ASSERT_STATUS(VIRTIO_BLK_S_OK, *req[i].status, "read %u", i);
+		blk_req_free(&req[i]);
+	}
+	/* And the device goes on under the new table. */
+	rw_verify(_metadata, e, vq, 30000, 4096, NULL, NULL);
 }
 
 TEST_F(vhost_blk_ctl, two_devices_share_one_backend)
