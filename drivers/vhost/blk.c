@@ -1485,6 +1485,7 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 {
 	DECLARE_BITMAP(started, VHOST_BLK_MAX_QUEUES);
 	struct vhost_virtqueue *vq, *first;
+	struct vhost_blk_vq *bvq;
 	int i, ret;
 
 	lockdep_assert_held(&blk->dev.mutex);
@@ -1503,8 +1504,19 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 			mutex_unlock(&vq->mutex);
 			continue;
 		}
+		/* vhost_vq_init_access() does nothing without a backend. */
 		vhost_vq_set_backend(vq, be);
 		ret = vhost_vq_init_access(vq);
+		if (ret) {
+			/*
+			 * Its used index and flags are not ours: no run may
+			 * take a request before the caller's detach, as net.c
+			 * makes sure too.
+			 */
+			vhost_vq_set_backend(vq, NULL);
+			mutex_unlock(&vq->mutex);
+			return ret;
+		}
 		/*
 		 * Serve what the guest queued while there was no backend.  On
 		 * an empty ring, publish kicks as on (a run cut short by a
@@ -1513,20 +1525,15 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 		 * a run that drained the ring would: the guest's next request
 		 * then kicks, and no run races with it to count it.
 		 */
-		if (!ret) {
-			struct vhost_blk_vq *bvq = &blk->vqs[i];
-
-			vhost_disable_notify(&blk->dev, vq);
-			bvq->requeued = !vhost_vq_avail_empty(&blk->dev, vq) ||
-					vhost_enable_notify(&blk->dev, vq);
-			/* The detach before this freed every bounce page. */
-			bvq->bounce_wait = false;
-			if (bvq->requeued)
-				__set_bit(i, started);
-		}
+		vhost_disable_notify(&blk->dev, vq);
+		bvq = &blk->vqs[i];
+		bvq->requeued = !vhost_vq_avail_empty(&blk->dev, vq) ||
+				vhost_enable_notify(&blk->dev, vq);
+		/* The detach before this freed every bounce page. */
+		bvq->bounce_wait = false;
+		if (bvq->requeued)
+			__set_bit(i, started);
 		mutex_unlock(&vq->mutex);
-		if (ret)
-			return ret;
 	}
 
 	/*

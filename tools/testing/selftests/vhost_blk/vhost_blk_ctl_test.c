@@ -8,7 +8,10 @@
  * The backend is VHOST_BLK_TEST_DEV (see vblk_test.h).
  */
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -600,6 +603,100 @@ TEST_F_TIMEOUT(vhost_blk_ctl, set_mem_table_answers_requests_in_flight_first,
 	}
 	/* And the device goes on under the new table. */
 	rw_verify(_metadata, e, vq, 30000, 4096, NULL, NULL);
+}
+
+struct kicker {
+	int fd;
+	bool stop;
+	unsigned long kicks;
+};
+
+/* Kick as fast as the eventfd takes it, until told to stop. */
+static void *kicker_fn(void *arg)
+{
+	struct kicker *k = arg;
+	uint64_t one = 1;
+
+	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
+		if (write(k->fd, &one, sizeof(one)) == sizeof(one))
+			k->kicks++;
+	}
+	return NULL;
+}
+
+/*
+ * An attach that fails on a ring (here its used ring is read-only, so
+ * vhost_vq_init_access() cannot write the flags) must not leave that ring
+ * running for a moment on state that was never set up: with the guest
+ * kicking all the while, no request is ever taken from it, and once the
+ * ring is fixed the next attach serves the request.  The window this
+ * closes is short: many attempts, each raced by kicks.
+ */
+TEST_F_TIMEOUT(vhost_blk_ctl, failed_attach_takes_nothing_from_the_ring, 120)
+{
+	enum { ROUNDS = 400 };
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	uint8_t old[4096], new[4096];
+	struct kicker k = { .fd = vq->kick_fd };
+	uint32_t len = sizeof(new);
+	struct blk_req_spec spec = {
+		.type = VIRTIO_BLK_T_OUT, .nseg = 1, .seg_len = &len,
+		.sector = 40000,
+	};
+	struct vhost_blk_vring_stats st = { .index = 0 };
+	uint64_t seed = new_seed(e);
+	unsigned int r, failed = 0;
+	struct blk_req req;
+	uint16_t start;
+	pthread_t th;
+	void *page;
+
+	pattern_fill(old, sizeof(old), seed, 40000 * SECTOR);
+	write_ok(_metadata, e, vq, 40000, old, sizeof(old), NULL);
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, -1));
+	start = vring_base(_metadata, e->dev.fd);
+	ASSERT_EQ(0, blk_req_prep(&req, &e->gm, &spec));
+	pattern_fill(new, sizeof(new), new_seed(e), 40000 * SECTOR);
+	blk_req_fill(&req, new, sizeof(new));
+	ASSERT_EQ(0, blk_req_post(vq, &req));
+
+	page = (void *)((uintptr_t)vq->used & ~(uintptr_t)4095);
+	ASSERT_EQ(0, mprotect(page, 4096, PROT_READ));
+	ASSERT_EQ(0, pthread_create(&th, NULL, kicker_fn, &k));
+	while (__atomic_load_n(&k.kicks, __ATOMIC_RELAXED) < 1000)
+		sched_yield();
+	for (r = 0; r < ROUNDS; r++) {
+		int err = set_backend_errno(e->dev.fd, e->backend_fd);
+
+		failed += err == EFAULT;
+		if (err != EFAULT)
+			break;
+		sched_yield();
+	}
+	__atomic_store_n(&k.stop, true, __ATOMIC_RELEASE);
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	ASSERT_EQ(0, mprotect(page, 4096, PROT_READ | PROT_WRITE));
+	TH_LOG("%u attaches failed with EFAULT under %lu kicks", failed,
+	       k.kicks);
+	ASSERT_EQ((unsigned int)ROUNDS, failed);
+
+	EXPECT_EQ(start, vring_base(_metadata, e->dev.fd))
+		TH_LOG("a request was taken from the ring of a failed attach");
+	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &st));
+	EXPECT_EQ(1U, st.reqs_out) TH_LOG("only the first write was served");
+	/* No backend now: read the disk from here. */
+	ASSERT_EQ((ssize_t)sizeof(new),
+		  pread(e->backend_fd, new, sizeof(new), 40000 * SECTOR));
+	expect_same(_metadata, old, new, sizeof(old),
+		    "the disk after the failed attaches");
+
+	/* Fixed: the next attach serves it. */
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, e->backend_fd));
+	ASSERT_EQ(0, blk_complete(vq, 1));
+	ASSERT_STATUS(VIRTIO_BLK_S_OK, *req.status, "the posted write");
+	blk_req_free(&req);
+	verify_pattern(_metadata, e, vq, 40000, sizeof(new), e->seed);
 }
 
 TEST_F(vhost_blk_ctl, two_devices_share_one_backend)
