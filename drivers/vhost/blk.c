@@ -695,6 +695,9 @@ static void vhost_blk_account(struct vhost_blk_vq *bvq, u16 head, u32 type,
 	case VIRTIO_BLK_T_WRITE_ZEROES:
 		st->reqs_write_zeroes++;
 		break;
+	case VIRTIO_BLK_T_SECURE_ERASE:
+		st->reqs_secure_erase++;
+		break;
 	}
 }
 
@@ -720,19 +723,41 @@ static void vhost_blk_log_write(struct vhost_virtqueue *vq,
 		vq_err(vq, "vhost-blk: cannot write the dirty log\n");
 }
 
+/*
+ * Return @n answered requests (vq->heads) to the guest.  A used ring the
+ * guest made unwritable loses them: count and report it.
+ */
+static bool vhost_blk_add_used(struct vhost_blk_vq *bvq,
+			       struct vring_used_elem *heads, unsigned int n)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+
+	lockdep_assert_held(&vq->mutex);
+	if (likely(!vhost_add_used_n(vq, heads, n)))
+		return true;
+	bvq->stats.used_errors += n;
+	vq_err(vq, "vhost-blk: cannot return %u requests to the used ring\n",
+	       n);
+	return false;
+}
+
 /* Complete a request that needs no I/O: status byte, then the used ring. */
 static void vhost_blk_finish_now(struct vhost_blk_vq *bvq, u16 head,
 				 u32 type, u64 sector, u8 __user *status,
 				 u8 val, u32 len)
 {
 	struct vhost_virtqueue *vq = &bvq->vq;
+	struct vring_used_elem used = {
+		.id = cpu_to_vhost32(vq, head),
+		.len = cpu_to_vhost32(vq, len),
+	};
 
 	if (put_user(val, status))
 		vq_err(vq, "vhost-blk: cannot write status of request %u\n",
 		       head);
 	vhost_blk_log_write(vq, vq->log, bvq->log_num);
 	vhost_blk_account(bvq, head, type, sector, len - 1, val);
-	vhost_add_used(vq, head, len);
+	vhost_blk_add_used(bvq, &used, 1);
 }
 
 /*
@@ -940,8 +965,12 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	status = vhost_blk_status_ptr(vq->iov + out, in);
 	if (unlikely(!status)) {
 		/* Nowhere to report an error: drop it without touching it. */
+		struct vring_used_elem used = {
+			.id = cpu_to_vhost32(vq, head),
+		};
+
 		vq_err(vq, "vhost-blk: request %u has no status byte\n", head);
-		vhost_add_used(vq, head, 0);
+		vhost_blk_add_used(bvq, &used, 1);
 		return 0;
 	}
 
@@ -1104,15 +1133,14 @@ static void vhost_blk_done_work(struct vhost_work *work)
 		vq->heads[n].len = cpu_to_vhost32(vq, len);
 		vhost_blk_req_free(req);
 		if (++n == vq->dev->iov_limit) {
-			vhost_add_used_n(vq, vq->heads, n);
-			bvq->stats.used_batches++;
+			bvq->stats.used_batches += vhost_blk_add_used(bvq,
+								      vq->heads,
+								      n);
 			n = 0;
 		}
 	}
-	if (n) {
-		vhost_add_used_n(vq, vq->heads, n);
-		bvq->stats.used_batches++;
-	}
+	if (n)
+		bvq->stats.used_batches += vhost_blk_add_used(bvq, vq->heads, n);
 	if (list)
 		vhost_blk_signal(bvq);
 	/* Bounce pages came back: take the request that waited for them. */
@@ -1624,15 +1652,20 @@ static long vhost_blk_get_vring_stats(struct vhost_blk *blk,
 {
 	struct vhost_blk_vring_stats st;
 	struct vhost_blk_vq *bvq;
-	u32 flags;
+	u32 flags, argsz;
 	long ret;
 
-	if (copy_from_user(&st, argp, sizeof(st)))
+	BUILD_BUG_ON(offsetofend(struct vhost_blk_vring_stats, reserved) !=
+		     VHOST_BLK_VRING_STATS_MIN_SZ);
+	if (copy_from_user(&st, argp, VHOST_BLK_VRING_STATS_MIN_SZ))
 		return -EFAULT;
 	bvq = vhost_blk_get_bvq(blk, st.index);
-	if (!bvq || (st.flags & ~VHOST_BLK_STATS_RESET))
+	if (!bvq || (st.flags & ~VHOST_BLK_STATS_RESET) || st.reserved ||
+	    st.argsz < VHOST_BLK_VRING_STATS_MIN_SZ)
 		return -EINVAL;
 
+	/* A newer caller's struct is longer: fill what we have. */
+	argsz = min_t(u32, st.argsz, sizeof(st));
 	flags = st.flags;
 	/* Anyone with the fd may read the counters; only the owner resets. */
 	if (flags & VHOST_BLK_STATS_RESET) {
@@ -1649,10 +1682,12 @@ static long vhost_blk_get_vring_stats(struct vhost_blk *blk,
 	st.poll_window_ns = vhost_blk_poll_window(bvq);
 	mutex_unlock(&bvq->vq.mutex);
 
+	st.argsz = argsz;
 	st.index = bvq->index;
 	st.flags = flags;
+	st.reserved = 0;
 	st.inflight = atomic_read(&bvq->inflight);
-	if (copy_to_user(argp, &st, sizeof(st)))
+	if (copy_to_user(argp, &st, argsz))
 		return -EFAULT;
 	return 0;
 }
@@ -1714,10 +1749,18 @@ static long vhost_blk_get_features(struct vhost_blk *blk, u64 __user *featurep)
 /* Fill in the virtio-blk config space of the attached backend. */
 static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 {
+	struct vhost_blk_config __user *c = argp;
 	struct virtio_blk_config cfg = {};
 	struct vhost_blk_backend *be;
-	unsigned int lbs, pbs;
-	u32 discard_align;
+	unsigned int lbs, pbs, io_min;
+	u32 discard_align, off, len;
+
+	if (get_user(off, &c->offset) || get_user(len, &c->len))
+		return -EFAULT;
+	if (!len || off > sizeof(cfg))
+		return -EINVAL;
+	/* An older kernel's config space ends sooner: say how much. */
+	len = min_t(u32, len, sizeof(cfg) - off);
 
 	mutex_lock(&blk->dev.mutex);
 	be = blk->backend;
@@ -1731,7 +1774,10 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 	if (be->bdev) {
 		pbs = bdev_physical_block_size(be->bdev);
 		discard_align = max(lbs, bdev_discard_granularity(be->bdev));
-		cfg.min_io_size = cpu_to_le16(bdev_io_min(be->bdev) / lbs);
+		io_min = bdev_io_min(be->bdev) / lbs;
+		/* 16 bits: past them, the largest power of two they hold. */
+		cfg.min_io_size = cpu_to_le16(io_min > U16_MAX ? 1U << 15 :
+					      io_min);
 		cfg.opt_io_size = cpu_to_le32(bdev_io_opt(be->bdev) / lbs);
 	}
 	cfg.capacity = cpu_to_le64(vhost_blk_capacity(be));
@@ -1757,9 +1803,9 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 	}
 	mutex_unlock(&blk->dev.mutex);
 
-	if (copy_to_user(argp, &cfg, sizeof(cfg)))
+	if (copy_to_user(c->buf, (u8 *)&cfg + off, len))
 		return -EFAULT;
-	return 0;
+	return len;
 }
 
 /* Start the rings paused by vhost_blk_pause() again, or detach. */

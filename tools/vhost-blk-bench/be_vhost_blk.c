@@ -58,11 +58,10 @@ static int vbk_window(struct run *r, bool start, struct result *res)
 	if (!start)
 		memset(&res->dev, 0, sizeof(res->dev));
 	for (i = 0; i < b->nq; i++) {
-		struct vhost_blk_vring_stats st = {
-			.index = i,
-			.flags = start ? VHOST_BLK_STATS_RESET : 0,
-		};
-		int err = VBLK_IOCTL(b->fd, VHOST_BLK_GET_VRING_STATS, &st);
+		struct vhost_blk_vring_stats st;
+		int err = vblk_get_stats(b->fd, i,
+					 start ? VHOST_BLK_STATS_RESET : 0,
+					 &st);
 
 		if (err)
 			return err;

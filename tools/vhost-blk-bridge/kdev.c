@@ -226,6 +226,11 @@ int kdev_detach(struct kdev *k)
 /* Attach the disk with no ring set up, to read features and config. */
 static int kdev_probe(struct kdev *k)
 {
+	union {
+		struct vhost_blk_config hdr;
+		__u8 raw[sizeof(struct vhost_blk_config) +
+			 sizeof(struct virtio_blk_config)];
+	} cfg;
 	int ret;
 
 	ret = kdev_attach(k);
@@ -237,8 +242,11 @@ static int kdev_probe(struct kdev *k)
 	ret = KDEV_IOCTL(k, VHOST_GET_FEATURES, &k->features);
 	if (ret)
 		goto out;
+	/* Bytes past what the module fills in stay 0. */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.hdr.len = sizeof(k->config);
 	ret = k->p->ops->ioctl(k->p->ops->priv, k->fd, VHOST_BLK_GET_CONFIG,
-			       &k->config);
+			       &cfg);
 	if (ret == -ENOTTY || ret == -EINVAL) {
 		vbb_dbg("%s has no VHOST_BLK_GET_CONFIG: the bridge fills in the config space",
 			k->p->path);
@@ -248,6 +256,7 @@ static int kdev_probe(struct kdev *k)
 			k->p->path, strerror(-ret), -ret);
 		goto out;
 	} else {
+		memcpy(&k->config, cfg.hdr.buf, sizeof(k->config));
 		k->have_config = true;
 	}
 out:
@@ -297,6 +306,7 @@ int kdev_open(struct kdev *k, const struct kdev_params *p)
 
 	/* The module serves max_queues queues per device: is ours there? */
 	memset(&st, 0, sizeof(st));
+	st.argsz = sizeof(st);
 	st.index = p->num_queues - 1;
 	ret = p->ops->ioctl(p->ops->priv, k->fd, VHOST_BLK_GET_VRING_STATS,
 			    &st);
@@ -399,19 +409,21 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 		return -EBADF;
 	for (i = 0; i < k->p->num_queues; i++) {
 		memset(&st, 0, sizeof(st));
+		st.argsz = sizeof(st);
 		st.index = i;
 		ret = KDEV_IOCTL(k, VHOST_BLK_GET_VRING_STATS, &st);
 		if (ret)
 			return ret;
 		fprintf(f, "vhost-blk-bridge: stats %s queue=%u"
 			" in=%llu out=%llu flush=%llu get_id=%llu"
-			" discard=%llu write_zeroes=%llu unsupp=%llu ioerr=%llu"
+			" discard=%llu write_zeroes=%llu secure_erase=%llu"
+			" unsupp=%llu ioerr=%llu"
 			" bytes_read=%llu bytes_written=%llu"
 			" kicks=%llu notifies=%llu notifies_suppressed=%llu"
 			" used_batches=%llu polls=%llu poll_hits=%llu"
 			" poll_ns=%llu inflight=%llu inflight_max=%llu"
 			" poll_window_ns=%llu bounced=%llu bounce_waits=%llu"
-			" bounce_bytes_max=%llu\n",
+			" bounce_bytes_max=%llu used_errors=%llu\n",
 			why, i,
 			(unsigned long long)st.reqs_in,
 			(unsigned long long)st.reqs_out,
@@ -419,6 +431,7 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			(unsigned long long)st.reqs_get_id,
 			(unsigned long long)st.reqs_discard,
 			(unsigned long long)st.reqs_write_zeroes,
+			(unsigned long long)st.reqs_secure_erase,
 			(unsigned long long)st.reqs_unsupp,
 			(unsigned long long)st.reqs_ioerr,
 			(unsigned long long)st.bytes_read,
@@ -435,7 +448,8 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			(unsigned long long)st.poll_window_ns,
 			(unsigned long long)st.reqs_bounced,
 			(unsigned long long)st.bounce_waits,
-			(unsigned long long)st.bounce_bytes_max);
+			(unsigned long long)st.bounce_bytes_max,
+			(unsigned long long)st.used_errors);
 	}
 	fflush(f);
 	return 0;

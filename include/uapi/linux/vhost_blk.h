@@ -71,15 +71,26 @@
 #define VHOST_BLK_SET_SERIAL	_IOW(VHOST_VIRTIO, 0xFE, char[VHOST_BLK_SERIAL_LEN])
 
 /*
- * VHOST_BLK_GET_CONFIG - the virtio-blk config space for the attached
- * backend, little-endian as a VIRTIO 1.x device presents it: capacity,
- * blk_size, topology, seg_max, num_queues (the device's maximum) and the
- * discard / write-zeroes / secure-erase limits above.  A VMM may copy it
- * to its guest as is, or lower num_queues.  ENXIO without a backend.
- * The backend-dependent features (VIRTIO_BLK_F_RO, VIRTIO_BLK_F_SECURE_ERASE)
- * are offered by VHOST_GET_FEATURES only while the backend is attached.
+ * VHOST_BLK_GET_CONFIG - read @len bytes of the virtio-blk config space
+ * (struct virtio_blk_config) of the attached backend, from byte @offset
+ * on, into @buf: little-endian as a VIRTIO 1.x device presents it:
+ * capacity, blk_size, topology, seg_max, num_queues (the device's
+ * maximum) and the discard / write-zeroes / secure-erase limits above.  A
+ * VMM may copy it to its guest as is, or lower num_queues.  Returns the
+ * number of bytes filled in: fewer than @len where the config space this
+ * kernel knows ends sooner (the struct grows with the spec; the ioctl
+ * number does not).  EINVAL for @len 0 or @offset past the end, ENXIO
+ * without a backend.  The backend-dependent features (VIRTIO_BLK_F_RO,
+ * VIRTIO_BLK_F_SECURE_ERASE) are offered by VHOST_GET_FEATURES only while
+ * the backend is attached.
  */
-#define VHOST_BLK_GET_CONFIG	_IOR(VHOST_VIRTIO, 0xFB, struct virtio_blk_config)
+struct vhost_blk_config {
+	__u32 offset;
+	__u32 len;
+	__u8 buf[];
+};
+
+#define VHOST_BLK_GET_CONFIG	_IOWR(VHOST_VIRTIO, 0xFB, struct vhost_blk_config)
 
 /*
  * VHOST_BLK_SET_NUM_QUEUES - how many virtqueues this device has, from 1 to
@@ -92,17 +103,23 @@
 
 /*
  * Per-queue counters.  Each counts since the device was opened (or since
- * the last read with VHOST_BLK_STATS_RESET).
+ * the last read with VHOST_BLK_STATS_RESET).  The struct grows at its end
+ * as counters are added, without a new ioctl number: @argsz says how
+ * much of it the caller has and, on return, how much the kernel filled,
+ * as VFIO's argsz does.
  */
 struct vhost_blk_vring_stats {
+	__u32 argsz;			/* in: sizeof; out: bytes filled in */
 	__u32 index;			/* in: the queue */
 	__u32 flags;			/* in: VHOST_BLK_STATS_* */
+	__u32 reserved;			/* in: 0 */
 	__u64 reqs_in;			/* requests by type, as answered */
 	__u64 reqs_out;
 	__u64 reqs_flush;
 	__u64 reqs_get_id;
 	__u64 reqs_discard;
 	__u64 reqs_write_zeroes;
+	__u64 reqs_secure_erase;
 	__u64 reqs_unsupp;		/* answered VIRTIO_BLK_S_UNSUPP */
 	__u64 reqs_ioerr;		/* answered VIRTIO_BLK_S_IOERR */
 	__u64 bytes_read;		/* data read into the guest */
@@ -123,18 +140,27 @@ struct vhost_blk_vring_stats {
 	/* times the ring waited for bounce pages to be freed */
 	__u64 bounce_waits;
 	__u64 bounce_bytes_max;		/* high-water mark of bounce pages */
-	__u64 reserved[3];
+	/*
+	 * Requests whose answer could not be put in the used ring (the
+	 * guest's used ring is not writable): never returned to the guest.
+	 */
+	__u64 used_errors;
 };
+
+/* The header: argsz, index, flags, reserved. */
+#define VHOST_BLK_VRING_STATS_MIN_SZ	16
 
 #define VHOST_BLK_STATS_RESET	(1U << 0)
 
 /*
- * VHOST_BLK_GET_VRING_STATS - read the counters of queue @index.  With
- * VHOST_BLK_STATS_RESET in @flags they are zeroed after the read (inflight
- * stays).  EINVAL for a queue out of range or an unknown flag.
+ * VHOST_BLK_GET_VRING_STATS - read the counters of queue @index: as many
+ * as fit in @argsz bytes (at least the 16 of the header), with @argsz
+ * set to the bytes filled in.  With VHOST_BLK_STATS_RESET in @flags they
+ * are zeroed after the read (inflight stays).  EINVAL for a queue out of
+ * range, an unknown flag, @reserved not 0 or @argsz under 16.  The
+ * argument's size is not in the number: it grows.
  */
-#define VHOST_BLK_GET_VRING_STATS \
-	_IOWR(VHOST_VIRTIO, 0xFD, struct vhost_blk_vring_stats)
+#define VHOST_BLK_GET_VRING_STATS	_IO(VHOST_VIRTIO, 0xFD)
 
 /*
  * Busy polling.  VHOST_SET_VRING_BUSYLOOP_TIMEOUT (vhost core, in

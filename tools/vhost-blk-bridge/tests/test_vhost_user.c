@@ -181,12 +181,15 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 	case VHOST_BLK_SET_SERIAL:
 		return 0;
 	case VHOST_BLK_GET_CONFIG: {
-		struct virtio_blk_config *cfg = arg;
+		struct vhost_blk_config *hdr = arg;
+		struct virtio_blk_config *cfg = (void *)hdr->buf;
 
 		if (!f->has_config)
 			return -ENOTTY;
 		if (!f->attached)
 			return -ENXIO;
+		if (hdr->offset || hdr->len != sizeof(*cfg))
+			return -EINVAL;
 		memset(cfg, 0, sizeof(*cfg));
 		cfg->capacity = htole64(12345);	/* bridge re-reads it */
 		cfg->blk_size = htole32(512);
@@ -201,9 +204,10 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 		struct vhost_blk_vring_stats *st = arg;
 		unsigned int q = st->index;
 
-		if (q >= f->nvqs)
+		if (q >= f->nvqs || st->argsz != sizeof(*st))
 			return -EINVAL;
 		memset(st, 0, sizeof(*st));
+		st->argsz = sizeof(*st);
 		st->index = q;
 		st->reqs_in = 10 + q;
 		st->reqs_out = 20 + q;

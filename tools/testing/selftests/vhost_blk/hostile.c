@@ -105,10 +105,8 @@ int hq_vring_base(int devfd, unsigned int index, uint16_t *base)
 int hq_stats(int devfd, unsigned int index, bool reset,
 	     struct vhost_blk_vring_stats *st)
 {
-	memset(st, 0, sizeof(*st));
-	st->index = index;
-	st->flags = reset ? VHOST_BLK_STATS_RESET : 0;
-	return VBLK_IOCTL(devfd, VHOST_BLK_GET_VRING_STATS, st);
+	return vblk_get_stats(devfd, index, reset ? VHOST_BLK_STATS_RESET : 0,
+			      st);
 }
 
 int hq_set_mem_table(int devfd, const struct guest_mem *gm,

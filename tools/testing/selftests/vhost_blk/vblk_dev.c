@@ -124,11 +124,29 @@ int vblk_set_backend(int fd, int backend_fd)
 
 int vblk_get_config(int fd, struct virtio_blk_config *cfg)
 {
-	int err;
+	union {
+		struct vhost_blk_config hdr;
+		uint8_t raw[sizeof(struct vhost_blk_config) + sizeof(*cfg)];
+	} arg;
+	int n;
 
-	err = VBLK_IOCTL(fd, VHOST_BLK_GET_CONFIG, cfg);
-	if (err)
-		return err;
+	memset(&arg, 0, sizeof(arg));
+	arg.hdr.len = sizeof(*cfg);
+	n = ioctl(fd, VHOST_BLK_GET_CONFIG, &arg);
+	if (n < 0) {
+		int err = errno;
+
+		guest_log("vhost-blk: ioctl VHOST_BLK_GET_CONFIG: %s (errno %d)",
+			  strerror(err), err);
+		return -err;
+	}
+	if ((size_t)n > sizeof(*cfg)) {
+		guest_log("vhost-blk: VHOST_BLK_GET_CONFIG filled %d of %zu bytes",
+			  n, sizeof(*cfg));
+		return -EPROTO;
+	}
+	memset(cfg, 0, sizeof(*cfg));
+	memcpy(cfg, arg.hdr.buf, n);
 	/* Little-endian as the device presents it; x86 needs nothing. */
 	cfg->capacity = le64toh(cfg->capacity);
 	cfg->size_max = le32toh(cfg->size_max);
@@ -147,6 +165,16 @@ int vblk_get_config(int fd, struct virtio_blk_config *cfg)
 	cfg->secure_erase_sector_alignment =
 		le32toh(cfg->secure_erase_sector_alignment);
 	return 0;
+}
+
+int vblk_get_stats(int fd, unsigned int index, uint32_t flags,
+		   struct vhost_blk_vring_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->argsz = sizeof(*st);
+	st->index = index;
+	st->flags = flags;
+	return VBLK_IOCTL(fd, VHOST_BLK_GET_VRING_STATS, st);
 }
 
 int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,

@@ -81,8 +81,14 @@ int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base);
 int vblk_set_vring_addr(int fd, const struct vq *vq, bool log);
 int vblk_set_serial(int fd, const char *serial);	/* NUL-padded */
 int vblk_set_backend(int fd, int backend_fd);
-/* VHOST_BLK_GET_CONFIG, converted to host byte order; needs a backend. */
+/*
+ * VHOST_BLK_GET_CONFIG of the whole struct, converted to host byte order;
+ * needs a backend.  Bytes the kernel does not have are left 0.
+ */
 int vblk_get_config(int fd, struct virtio_blk_config *cfg);
+/* VHOST_BLK_GET_VRING_STATS of queue @index, all of this struct. */
+int vblk_get_stats(int fd, unsigned int index, uint32_t flags,
+		   struct vhost_blk_vring_stats *st);
 
 /* Everything at once; on failure nothing stays open. */
 int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,

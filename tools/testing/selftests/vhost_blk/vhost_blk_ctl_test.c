@@ -343,9 +343,192 @@ TEST_F(vhost_blk_ctl, get_config_describes_the_backend)
 
 	fd = vblk_open_fd();
 	ASSERT_LE(0, fd);
-	EXPECT_EQ(-1, ioctl(fd, VHOST_BLK_GET_CONFIG, &cfg));
-	EXPECT_EQ(ENXIO, errno) TH_LOG("GET_CONFIG without a backend");
+	EXPECT_EQ(-ENXIO, vblk_get_config(fd, &cfg))
+		TH_LOG("GET_CONFIG without a backend");
 	close(fd);
+}
+
+/*
+ * VHOST_BLK_GET_CONFIG reads any window of the config space, and says
+ * how much it filled: the struct grows with the spec, the number not.
+ */
+TEST_F(vhost_blk_ctl, get_config_reads_any_window_of_the_config_space)
+{
+	const size_t size = sizeof(struct virtio_blk_config);
+	union {
+		struct vhost_blk_config hdr;
+		uint8_t raw[sizeof(struct vhost_blk_config) + 2 * size];
+	} arg;
+	struct virtio_blk_config whole;
+	int fd = self->e.dev.fd;
+	uint64_t capacity;
+
+	ASSERT_EQ(0, vblk_get_config(fd, &whole));
+	/* The capacity alone, from its offset. */
+	memset(&arg, 0xa5, sizeof(arg));
+	arg.hdr.offset = offsetof(struct virtio_blk_config, capacity);
+	arg.hdr.len = sizeof(capacity);
+	ASSERT_EQ((int)sizeof(capacity), ioctl(fd, VHOST_BLK_GET_CONFIG, &arg));
+	memcpy(&capacity, arg.hdr.buf, sizeof(capacity));
+	EXPECT_EQ(whole.capacity, le64toh(capacity));
+	EXPECT_EQ(0xa5, arg.hdr.buf[sizeof(capacity)]);
+	/* The tail from num_queues on, asking for more than there is. */
+	memset(&arg, 0xa5, sizeof(arg));
+	arg.hdr.offset = offsetof(struct virtio_blk_config, num_queues);
+	arg.hdr.len = 2 * size;
+	ASSERT_EQ((int)(size - arg.hdr.offset),
+		  ioctl(fd, VHOST_BLK_GET_CONFIG, &arg));
+	EXPECT_EQ(whole.num_queues, le16toh(*(uint16_t *)arg.hdr.buf));
+	EXPECT_EQ(0xa5, arg.hdr.buf[size - arg.hdr.offset]);
+	/* Nothing asked, or past the end: EINVAL. */
+	arg.hdr.offset = 0;
+	arg.hdr.len = 0;
+	EXPECT_EQ(-1, ioctl(fd, VHOST_BLK_GET_CONFIG, &arg));
+	EXPECT_EQ(EINVAL, errno);
+	arg.hdr.offset = size + 1;
+	arg.hdr.len = 1;
+	EXPECT_EQ(-1, ioctl(fd, VHOST_BLK_GET_CONFIG, &arg));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/*
+ * VHOST_BLK_GET_VRING_STATS fills as much of the counters as @argsz
+ * holds and says how much that was: an older caller's shorter struct, a
+ * newer caller's longer one.  Under the 16-byte header: EINVAL.
+ */
+TEST_F(vhost_blk_ctl, vring_stats_fill_what_argsz_holds)
+{
+	const size_t size = sizeof(struct vhost_blk_vring_stats);
+	struct env *e = &self->e;
+	union {
+		struct vhost_blk_vring_stats st;
+		uint8_t raw[2 * sizeof(struct vhost_blk_vring_stats)];
+	} arg;
+	size_t part = offsetof(struct vhost_blk_vring_stats, reqs_flush);
+
+	rw_verify(_metadata, e, &e->dev.vq[0], 100, 4096, NULL, NULL);
+	/* An older caller's: the header and two counters. */
+	memset(&arg, 0xa5, sizeof(arg));
+	arg.st.argsz = part;
+	arg.st.index = 0;
+	arg.st.flags = 0;
+	arg.st.reserved = 0;
+	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &arg));
+	EXPECT_EQ(part, arg.st.argsz);
+	EXPECT_EQ(1U, arg.st.reqs_in);
+	EXPECT_EQ(1U, arg.st.reqs_out);
+	EXPECT_EQ(0xa5, arg.raw[part]);
+	/* A newer caller's, longer than this struct. */
+	memset(&arg, 0xa5, sizeof(arg));
+	arg.st.argsz = sizeof(arg);
+	arg.st.index = 0;
+	arg.st.flags = 0;
+	arg.st.reserved = 0;
+	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &arg));
+	EXPECT_EQ(size, arg.st.argsz);
+	EXPECT_EQ(0U, arg.st.used_errors);
+	EXPECT_EQ(0xa5, arg.raw[size]);
+	/* Under the header, or a reserved field set. */
+	arg.st.argsz = VHOST_BLK_VRING_STATS_MIN_SZ - 1;
+	EXPECT_EQ(-1, ioctl(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &arg));
+	EXPECT_EQ(EINVAL, errno);
+	arg.st.argsz = size;
+	arg.st.reserved = 1;
+	EXPECT_EQ(-1, ioctl(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &arg));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/* The /dev/dm-N node of device-mapper device @name. */
+static int dm_node(const char *name, char *path, size_t len)
+{
+	char attr[64], got[128];
+	unsigned int i;
+
+	for (i = 0; i < 256; i++) {
+		FILE *f;
+
+		snprintf(attr, sizeof(attr), "/sys/block/dm-%u/dm/name", i);
+		f = fopen(attr, "re");
+		if (!f)
+			continue;
+		if (fgets(got, sizeof(got), f) &&
+		    !strncmp(got, name, strlen(name)) &&
+		    (got[strlen(name)] == '\n' || !got[strlen(name)])) {
+			fclose(f);
+			snprintf(path, len, "/dev/dm-%u", i);
+			return 0;
+		}
+		fclose(f);
+	}
+	return -ENOENT;
+}
+
+/*
+ * min_io_size is 16 bits of blocks: a larger hint (here a dm stripe with
+ * a 128 MiB chunk over the test disk) becomes the largest power of two
+ * that fits, not its low 16 bits.
+ */
+TEST_F(vhost_blk_ctl, get_config_clamps_a_large_min_io_size)
+{
+	struct env *e = &self->e;
+	struct virtio_blk_config cfg;
+	char name[64], cmd[512], path[128];
+	const uint64_t chunk = 262144;		/* sectors: 128 MiB */
+	struct stat st;
+	int fd, rc;
+
+	ASSERT_EQ(0, fstat(e->backend_fd, &st));
+	if (!S_ISBLK(st.st_mode))
+		SKIP(return, "a file has no I/O size hints");
+	ASSERT_LE(2 * chunk, e->sectors);
+	snprintf(name, sizeof(name), "vblk-stripe-%d", getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "dmsetup create %s --table '0 %llu striped 2 %llu %s 0 %s %llu'",
+		 name, (unsigned long long)(2 * chunk),
+		 (unsigned long long)chunk, e->path, e->path,
+		 (unsigned long long)chunk);
+	/* dm-mod may be a module not loaded yet (then dmsetup fails). */
+	rc = system("modprobe -q dm_mod");
+	rc = system(cmd);
+	ASSERT_EQ(0, rc) TH_LOG("%s: status %d", cmd, rc);
+	/* devtmpfs makes /dev/dm-N; without udev there is no mapper link. */
+	ASSERT_EQ(0, dm_node(name, path, sizeof(path)))
+		TH_LOG("no /sys/block/dm-*/dm/name says %s", name);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		EXPECT_EQ(0, vblk_set_backend(e->dev.fd, fd));
+		EXPECT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+		EXPECT_EQ(1U << 15, cfg.min_io_size)
+			TH_LOG("io_min of %llu blocks", (unsigned long long)
+			       (chunk * 512 / cfg.blk_size));
+		EXPECT_EQ(0, vblk_set_backend(e->dev.fd, -1));
+		close(fd);
+	}
+	snprintf(cmd, sizeof(cmd), "dmsetup remove %s", name);
+	EXPECT_EQ(0, system(cmd));
+	ASSERT_LE(0, fd) TH_LOG("open %s: %s", path, strerror(errno));
+}
+
+/* SECURE_ERASE is counted as such, where the backend has it. */
+TEST_F(vhost_blk_ctl, secure_erase_is_counted)
+{
+	struct env *e = &self->e;
+	struct virtio_blk_discard_write_zeroes r = range(1000, 8, 0);
+	struct vhost_blk_vring_stats st;
+	uint64_t f = 0;
+
+	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
+	if (!(f & VBLK_F(VIRTIO_BLK_F_SECURE_ERASE)))
+		SKIP(return, "%s has no secure erase", e->path);
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, VHOST_BLK_STATS_RESET, &st));
+	expect_result(_metadata,
+		      ranges(_metadata, e, &e->dev.vq[0],
+			     VIRTIO_BLK_T_SECURE_ERASE, &r, 1, 0),
+		      VIRTIO_BLK_S_OK, 1, "SECURE_ERASE");
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, 0, &st));
+	EXPECT_EQ(1U, st.reqs_secure_erase);
+	EXPECT_EQ(0U, st.reqs_unsupp + st.reqs_ioerr + st.reqs_discard +
+		      st.reqs_write_zeroes);
 }
 
 TEST_F(vhost_blk_ctl, detach_and_reattach_keeps_data)
@@ -644,7 +827,7 @@ TEST_F_TIMEOUT(vhost_blk_ctl, failed_attach_takes_nothing_from_the_ring, 120)
 		.type = VIRTIO_BLK_T_OUT, .nseg = 1, .seg_len = &len,
 		.sector = 40000,
 	};
-	struct vhost_blk_vring_stats st = { .index = 0 };
+	struct vhost_blk_vring_stats st;
 	uint64_t seed = new_seed(e);
 	unsigned int r, failed = 0;
 	struct blk_req req;
@@ -683,7 +866,7 @@ TEST_F_TIMEOUT(vhost_blk_ctl, failed_attach_takes_nothing_from_the_ring, 120)
 
 	EXPECT_EQ(start, vring_base(_metadata, e->dev.fd))
 		TH_LOG("a request was taken from the ring of a failed attach");
-	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &st));
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, 0, &st));
 	EXPECT_EQ(1U, st.reqs_out) TH_LOG("only the first write was served");
 	/* No backend now: read the disk from here. */
 	ASSERT_EQ((ssize_t)sizeof(new),

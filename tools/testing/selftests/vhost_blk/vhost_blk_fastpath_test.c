@@ -34,12 +34,10 @@ static struct vhost_blk_vring_stats stats(struct __test_metadata *_metadata,
 					  int fd, unsigned int index,
 					  bool reset)
 {
-	struct vhost_blk_vring_stats st = {
-		.index = index,
-		.flags = reset ? VHOST_BLK_STATS_RESET : 0,
-	};
+	struct vhost_blk_vring_stats st;
 
-	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_BLK_GET_VRING_STATS, &st));
+	ASSERT_EQ(0, vblk_get_stats(fd, index,
+				    reset ? VHOST_BLK_STATS_RESET : 0, &st));
 	return st;
 }
 
@@ -395,7 +393,9 @@ TEST_F(fastpath, adaptive_polling_grows_the_window)
 TEST_F(fastpath, set_vring_poll_rejects_bad_queue_and_flags)
 {
 	struct vhost_blk_vring_poll p = { .index = 100000 };
-	struct vhost_blk_vring_stats st = { .index = 100000 };
+	struct vhost_blk_vring_stats st = {
+		.argsz = sizeof(st), .index = 100000,
+	};
 
 	ASSERT_EQ(-1, ioctl(self->e.dev.fd, VHOST_BLK_SET_VRING_POLL, &p));
 	ASSERT_EQ(EINVAL, errno);
@@ -530,7 +530,7 @@ TEST_F(fastpath, set_num_queues_sizes_the_device)
 	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_BLK_SET_NUM_QUEUES, &n));
 	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_SET_OWNER, NULL));
 	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_BLK_SET_BACKEND, &be));
-	ASSERT_EQ(0, VBLK_IOCTL(fd, VHOST_BLK_GET_CONFIG, &cfg));
+	ASSERT_EQ(0, vblk_get_config(fd, &cfg));
 	ASSERT_EQ(2, cfg.num_queues);
 	/* Queue 2 does not exist (the vhost core says ENOBUFS). */
 	ASSERT_EQ(-1, ioctl(fd, VHOST_SET_VRING_NUM, &num));

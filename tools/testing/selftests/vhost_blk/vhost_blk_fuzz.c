@@ -1545,7 +1545,7 @@ static void do_op(int op)
 		check_ioctl(hq_stats(f.dev, (unsigned int)rnd(o.nq), false, &st),
 			    "GET_VRING_STATS");
 		if (f.attached) {
-			check_ioctl(VBLK_IOCTL(f.dev, VHOST_BLK_GET_CONFIG, &cfg),
+			check_ioctl(vblk_get_config(f.dev, &cfg),
 				    "GET_CONFIG");
 			if (cfg.capacity != f.cap)
 				fail(NULL, "GET_CONFIG: capacity %llu, expected %" PRIu64,
@@ -2890,7 +2890,7 @@ int main(int argc, char **argv)
 		setup_device(SETUP_OWNED);
 		check_ioctl(vblk_get_features(f.dev, &offered), "GET_FEATURES");
 		f.has_se = !!(offered & VBLK_F(VIRTIO_BLK_F_SECURE_ERASE));
-		check_ioctl(VBLK_IOCTL(f.dev, VHOST_BLK_GET_CONFIG, &cfg),
+		check_ioctl(vblk_get_config(f.dev, &cfg),
 			    "GET_CONFIG");
 		f.lbs_mask = cfg.blk_size - 1;
 		if (cfg.capacity != f.cap)

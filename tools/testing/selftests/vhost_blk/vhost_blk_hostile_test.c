@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/sysmacros.h>
 
 #include "kselftest_harness.h"
@@ -932,7 +933,7 @@ TEST_F(hostile, secure_erase_is_unsupp_and_not_offered_without_support)
 	rseg_t seg;
 
 	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
-	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_BLK_GET_CONFIG, &cfg));
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
 	if (f & VBLK_F(VIRTIO_BLK_F_SECURE_ERASE))
 		SKIP(return, "the backend supports secure erase");
 	ASSERT_EQ(0U, cfg.max_secure_erase_sectors);
@@ -1900,6 +1901,51 @@ TEST_F_TIMEOUT(hostile, chain_of_1024_descriptors_is_served_1025_rejected, 60)
 			       (nseg - 128) * 512, seed);
 	}
 	free(pat);
+}
+
+/*
+ * A guest that makes its used ring unwritable loses the answers: each
+ * one is counted (used_errors) and reported on the vq's error eventfd,
+ * and the host does not mind.
+ */
+TEST_F_TIMEOUT(hostile, unwritable_used_ring_is_counted_and_reported, 60)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	uint32_t len = 4096;
+	struct blk_req_spec spec = {
+		.type = VIRTIO_BLK_T_IN, .nseg = 1, .seg_len = &len,
+		.sector = AREA,
+	};
+	struct vhost_blk_vring_stats st;
+	struct blk_req req;
+	void *page;
+	int i;
+
+	arm_err(_metadata, self);
+	rw_verify(_metadata, e, vq, AREA, 4096, NULL, NULL);
+	ASSERT_EQ(0, blk_req_prep(&req, &e->gm, &spec));
+	ASSERT_EQ(0, blk_req_post(vq, &req));
+	/* vq_init() gives the used ring a page of its own, first. */
+	page = (void *)((uintptr_t)vq->used & ~(uintptr_t)4095);
+	ASSERT_EQ(vq->used, page);
+	ASSERT_EQ(0, mprotect(page, 4096, PROT_READ));
+	ASSERT_EQ(1, vq_kick_force(vq));
+
+	/* The read itself is done, and its status written; then lost. */
+	for (i = 0; i < VQ_HANG_TIMEOUT_MS; i++) {
+		ASSERT_EQ(0, hq_stats(e->dev.fd, 0, false, &st));
+		if (st.used_errors)
+			break;
+		usleep(1000);
+	}
+	ASSERT_EQ(0, mprotect(page, 4096, PROT_READ | PROT_WRITE));
+	EXPECT_EQ(1U, st.used_errors);
+	ASSERT_STATUS(VIRTIO_BLK_S_OK, *req.status, "the read whose answer was lost");
+	EXPECT_EQ(0, vq_used_pending(vq));
+	EXPECT_NE(0U, hq_eventfd_read(self->err[0]))
+		TH_LOG("no vq_err() on the error eventfd");
+	blk_req_free(&req);
 }
 
 /* ===================================================== bounded work */

@@ -141,15 +141,6 @@ static bool offers(struct __test_metadata *_metadata, int fd,
 	return f & VBLK_F(bit);
 }
 
-static int stats_of(int fd, unsigned int index, uint32_t flags,
-		    struct vhost_blk_vring_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->index = index;
-	st->flags = flags;
-	return VBLK_IOCTL(fd, VHOST_BLK_GET_VRING_STATS, st);
-}
-
 /* errno of an ioctl that is expected to fail, 0 if it worked. */
 static int ioctl_errno(int fd, unsigned long req, void *arg)
 {
@@ -173,7 +164,7 @@ static int child_tries_ioctls(struct env *e)
 	};
 	struct vhost_vring_state num = { .num = 64 };
 	struct vhost_blk_vring_stats st = {
-		.flags = VHOST_BLK_STATS_RESET,
+		.argsz = sizeof(st), .flags = VHOST_BLK_STATS_RESET,
 	};
 	struct vhost_worker_state worker = {};
 	char serial[VHOST_BLK_SERIAL_LEN] = "not-the-owner";
@@ -271,7 +262,7 @@ TEST_F(vhost_blk_trust, ioctls_from_a_forked_child_are_eperm)
 	/* Nothing of the parent's changed: rings, counters, serial. */
 	expect_same(_metadata, rings, vq->desc, rings_len, "the owner's rings");
 	free(rings);
-	ASSERT_EQ(0, stats_of(e->dev.fd, 0, 0, &st));
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, 0, &st));
 	EXPECT_EQ(1U, st.reqs_in);
 	EXPECT_EQ(1U, st.reqs_out);
 	/* Fixed 50 us window: the child did not make it adaptive. */
@@ -294,7 +285,7 @@ TEST_F(vhost_blk_trust, a_forked_child_may_read_the_counters)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid)
-		_exit(stats_of(e->dev.fd, 0, 0, &st) || st.reqs_in != 1);
+		_exit(vblk_get_stats(e->dev.fd, 0, 0, &st) || st.reqs_in != 1);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
