@@ -8,6 +8,10 @@
  */
 #include "kselftest_harness.h"
 
+#include <limits.h>
+#include <linux/falloc.h>
+#include <linux/loop.h>
+
 #include "vblk_test.h"
 
 FIXTURE(vhost_blk) {
@@ -926,6 +930,152 @@ TEST_F(vhost_blk, write_zeroes_bad_ranges_are_rejected)
 			     VHOST_BLK_MAX_DISCARD_SEG + 1, 0),
 		      VIRTIO_BLK_S_UNSUPP, 1, "too many ranges");
 	verify_pattern(_metadata, e, vq, 5600, sizeof(buf), seed);
+}
+
+/*
+ * Where a test makes scratch files: VHOST_BLK_SCRATCH_DIR, else next to a
+ * file backend (a real file system), else /tmp.
+ */
+static const char *scratch_dir(struct env *e, char *buf, size_t len)
+{
+	const char *dir = getenv("VHOST_BLK_SCRATCH_DIR");
+	struct stat st;
+	char *slash;
+
+	if (dir && *dir)
+		return dir;
+	if (fstat(e->backend_fd, &st) || !S_ISREG(st.st_mode))
+		return "/tmp";
+	snprintf(buf, len, "%s", e->path);
+	slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return "/tmp";
+	*slash = 0;
+	return buf;
+}
+
+/*
+ * Bind a free loop device to @file_fd (LOOP_CTL_GET_FREE, LOOP_CONFIGURE),
+ * to be detached on its last close.  Returns its fd, open read-write, its
+ * path in @name; or -errno.
+ */
+static int loop_attach(int file_fd, char *name, size_t len)
+{
+	struct loop_config lc = {
+		.fd = (uint32_t)file_fd,
+		.block_size = 512,
+		.info.lo_flags = LO_FLAGS_AUTOCLEAR,
+	};
+	int ctl, nr, fd, i, err = -EBUSY;
+
+	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return -errno;
+	/* Someone else may bind the free device first: take the next. */
+	for (i = 0; i < 8 && err == -EBUSY; i++) {
+		nr = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (nr < 0) {
+			err = -errno;
+			break;
+		}
+		snprintf(name, len, "/dev/loop%d", nr);
+		fd = open(name, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			err = -errno;
+			break;
+		}
+		if (!ioctl(fd, LOOP_CONFIGURE, &lc)) {
+			close(ctl);
+			return fd;
+		}
+		err = -errno;
+		close(fd);
+	}
+	close(ctl);
+	return err;
+}
+
+/*
+ * A block device with REQ_OP_WRITE_ZEROES is offered WRITE_ZEROES, with its
+ * limits in the config, and zeroes exactly the ranges: a loop device over
+ * a scratch file, which does it with fallocate() on the file.  Loop makes
+ * an unmapping WRITE_ZEROES a PUNCH_HOLE and the others a ZERO_RANGE,
+ * which some file systems lack (tmpfs): those are sent only where the
+ * scratch file took a ZERO_RANGE.
+ */
+TEST_F(vhost_blk, write_zeroes_on_a_loop_device_is_offered_and_zeroes)
+{
+	const uint64_t size = 64 * MiB, base = 2048;
+	const uint32_t unmap = VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+	struct virtio_blk_discard_write_zeroes punch[3] = {
+		range(base + 8, 8, unmap),
+		range(base + 33, 7, unmap),
+		range(base + 63, 1, unmap),
+	};
+	struct virtio_blk_discard_write_zeroes keep[2] = {
+		range(base + 1, 3, 0),
+		range(base + 40, 16, 0),
+	};
+	struct vhost_blk_vring_stats st = {
+		.index = 0, .flags = VHOST_BLK_STATS_RESET,
+	};
+	char dirbuf[PATH_MAX], path[PATH_MAX + 64], name[32];
+	struct env *e = &self->e;
+	struct virtio_blk_config cfg;
+	bool zero_range;
+	const char *dir;
+	int fd, loop;
+	uint64_t f = 0;
+
+	dir = scratch_dir(e, dirbuf, sizeof(dirbuf));
+	snprintf(path, sizeof(path), "%s/vhost-blk-io-loop.XXXXXX", dir);
+	fd = mkstemp(path);
+	if (fd < 0)
+		SKIP(return, "cannot create a scratch file in %.200s: %s", dir,
+		     strerror(errno));
+	unlink(path);
+	ASSERT_EQ(0, ftruncate(fd, (off_t)size));
+	zero_range = !fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+				0, 4096);
+	loop = loop_attach(fd, name, sizeof(name));
+	close(fd);
+	if (loop == -ENOENT)
+		SKIP(return, "no /dev/loop-control (loop is not loaded)");
+	ASSERT_LE(0, loop)
+		TH_LOG("a loop device over %s: %s", dir, strerror(-loop));
+	if (!backend_has_write_zeroes(loop)) {
+		close(loop);
+		SKIP(return, "%s over %.200s has no write zeroes", name, dir);
+	}
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, loop));
+	close(loop);
+	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &st));
+
+	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
+	ASSERT_TRUE(!!(f & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES)))
+		TH_LOG("%s over %s: WRITE_ZEROES not offered", name, dir);
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(size / SECTOR, cfg.capacity);
+	EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SECTORS,
+		  cfg.max_write_zeroes_sectors);
+	EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SEG, cfg.max_write_zeroes_seg);
+	EXPECT_EQ(1, cfg.write_zeroes_may_unmap);
+
+	zero_ranges_exactly(_metadata, e, base, 64, punch, ARRAY_SIZE(punch),
+			    "WRITE_ZEROES with unmap on a loop device");
+	if (zero_range)
+		zero_ranges_exactly(_metadata, e, base, 64, keep,
+				    ARRAY_SIZE(keep),
+				    "WRITE_ZEROES on a loop device");
+	else
+		TH_LOG("%s has no ZERO_RANGE: WRITE_ZEROES without unmap not sent",
+		       dir);
+
+	st.flags = 0;
+	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_BLK_GET_VRING_STATS, &st));
+	EXPECT_EQ(zero_range ? 2ULL : 1ULL, st.reqs_write_zeroes);
+	EXPECT_EQ(0ULL, st.reqs_unsupp);
+	EXPECT_EQ(0ULL, st.reqs_ioerr);
 }
 
 TEST_F(vhost_blk, discard_is_done_or_unsupported)
