@@ -70,10 +70,13 @@
  * VHOST_BLK_GET_CONFIG - the virtio-blk config space for the attached
  * backend, little-endian as a VIRTIO 1.x device presents it: capacity,
  * blk_size, topology, seg_max, num_queues (the device's maximum) and the
- * discard / write-zeroes / secure-erase limits above.  A VMM may copy it
- * to its guest as is, or lower num_queues.  ENXIO without a backend.
- * The backend-dependent features (VIRTIO_BLK_F_RO, VIRTIO_BLK_F_SECURE_ERASE)
- * are offered by VHOST_GET_FEATURES only while the backend is attached.
+ * discard / write-zeroes / secure-erase limits above (those of write
+ * zeroes and secure erase 0 where the backend has not got them).  A VMM
+ * may copy it to its guest as is, or lower num_queues.  ENXIO without a
+ * backend.  The backend-dependent features (VIRTIO_BLK_F_RO,
+ * VIRTIO_BLK_F_WRITE_ZEROES: a file, or a block device with
+ * REQ_OP_WRITE_ZEROES; VIRTIO_BLK_F_SECURE_ERASE) are offered by
+ * VHOST_GET_FEATURES only while a backend that has them is attached.
  */
 #define VHOST_BLK_GET_CONFIG	_IOR(VHOST_VIRTIO, 0xFB, struct virtio_blk_config)
 
