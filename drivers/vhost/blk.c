@@ -58,10 +58,10 @@ enum {
 			     (1ULL << VIRTIO_BLK_F_TOPOLOGY) |
 			     (1ULL << VIRTIO_BLK_F_MQ) |
 			     (1ULL << VIRTIO_BLK_F_DISCARD) |
-			     (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) |
 			     (1ULL << VHOST_F_LOG_ALL),
 	/* Only offered while the attached backend has them. */
 	VHOST_BLK_FEATURES_BACKEND = (1ULL << VIRTIO_BLK_F_RO) |
+				     (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) |
 				     (1ULL << VIRTIO_BLK_F_SECURE_ERASE),
 };
 
@@ -220,6 +220,17 @@ static bool vhost_blk_writable(struct vhost_blk_backend *be)
 	if (be->bdev)
 		return !bdev_read_only(be->bdev);
 	return !IS_APPEND(inode) && !IS_IMMUTABLE(inode);
+}
+
+/*
+ * Whether WRITE_ZEROES is cheap on the backend: fallocate() on a file, or
+ * REQ_OP_WRITE_ZEROES on a block device.  A block device without it would
+ * have the worker write zero pages, up to 64 GiB for one request: there
+ * the guest is not offered it and zeroes with writes, which are bounded.
+ */
+static bool vhost_blk_has_write_zeroes(struct vhost_blk_backend *be)
+{
+	return !be->bdev || bdev_write_zeroes_sectors(be->bdev);
 }
 
 static void vhost_blk_free_bounce(struct vhost_blk_req *req)
@@ -497,9 +508,11 @@ static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 						     GFP_KERNEL, &bio);
 			continue;
 		}
-		flags = le32_to_cpu(seg->flags) &
-			VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP ?
-			0 : BLKDEV_ZERO_NOUNMAP;
+		/* Never zero pages, should the device lose write-zeroes. */
+		flags = BLKDEV_ZERO_NOFALLBACK;
+		if (!(le32_to_cpu(seg->flags) &
+		      VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP))
+			flags |= BLKDEV_ZERO_NOUNMAP;
 		ret = __blkdev_issue_zeroout(bdev, sector, nr, GFP_KERNEL,
 					     &bio, flags);
 	}
@@ -874,6 +887,9 @@ static u8 vhost_blk_check_ranges(struct vhost_blk_backend *be, u32 type,
 		return VIRTIO_BLK_S_UNSUPP;
 	if (type == VIRTIO_BLK_T_DISCARD && be->bdev &&
 	    !bdev_max_discard_sectors(be->bdev))
+		return VIRTIO_BLK_S_UNSUPP;
+	if (type == VIRTIO_BLK_T_WRITE_ZEROES &&
+	    !vhost_blk_has_write_zeroes(be))
 		return VIRTIO_BLK_S_UNSUPP;
 	if (type == VIRTIO_BLK_T_SECURE_ERASE &&
 	    (!be->bdev || !bdev_max_secure_erase_sectors(be->bdev)))
@@ -1728,6 +1744,8 @@ static u64 vhost_blk_backend_features(struct vhost_blk_backend *be)
 		return 0;
 	if (!vhost_blk_writable(be))
 		features |= 1ULL << VIRTIO_BLK_F_RO;
+	if (vhost_blk_has_write_zeroes(be))
+		features |= 1ULL << VIRTIO_BLK_F_WRITE_ZEROES;
 	if (be->bdev && bdev_max_secure_erase_sectors(be->bdev))
 		features |= 1ULL << VIRTIO_BLK_F_SECURE_ERASE;
 	return features;
@@ -1789,10 +1807,13 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 	cfg.max_discard_seg = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
 	cfg.discard_sector_alignment =
 		cpu_to_le32(discard_align >> SECTOR_SHIFT);
-	cfg.max_write_zeroes_sectors =
-		cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
-	cfg.max_write_zeroes_seg = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
-	cfg.write_zeroes_may_unmap = 1;
+	if (vhost_blk_has_write_zeroes(be)) {
+		cfg.max_write_zeroes_sectors =
+			cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
+		cfg.max_write_zeroes_seg =
+			cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
+		cfg.write_zeroes_may_unmap = 1;
+	}
 	if (be->bdev && bdev_max_secure_erase_sectors(be->bdev)) {
 		cfg.max_secure_erase_sectors =
 			cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);

@@ -75,14 +75,16 @@
  * (struct virtio_blk_config) of the attached backend, from byte @offset
  * on, into @buf: little-endian as a VIRTIO 1.x device presents it:
  * capacity, blk_size, topology, seg_max, num_queues (the device's
- * maximum) and the discard / write-zeroes / secure-erase limits above.  A
- * VMM may copy it to its guest as is, or lower num_queues.  Returns the
- * number of bytes filled in: fewer than @len where the config space this
- * kernel knows ends sooner (the struct grows with the spec; the ioctl
- * number does not).  EINVAL for @len 0 or @offset past the end, ENXIO
- * without a backend.  The backend-dependent features (VIRTIO_BLK_F_RO,
- * VIRTIO_BLK_F_SECURE_ERASE) are offered by VHOST_GET_FEATURES only while
- * the backend is attached.
+ * maximum) and the discard / write-zeroes / secure-erase limits above
+ * (those of write zeroes and secure erase 0 where the backend has not got
+ * them).  A VMM may copy it to its guest as is, or lower num_queues.
+ * Returns the number of bytes filled in: fewer than @len where the config
+ * space this kernel knows ends sooner (the struct grows with the spec;
+ * the ioctl number does not).  EINVAL for @len 0 or @offset past the end,
+ * ENXIO without a backend.  The backend-dependent features
+ * (VIRTIO_BLK_F_RO; VIRTIO_BLK_F_WRITE_ZEROES: a file, or a block device
+ * with REQ_OP_WRITE_ZEROES; VIRTIO_BLK_F_SECURE_ERASE) are offered by
+ * VHOST_GET_FEATURES only while a backend that has them is attached.
  */
 struct vhost_blk_config {
 	__u32 offset;

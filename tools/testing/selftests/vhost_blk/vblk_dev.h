@@ -32,10 +32,10 @@
 				 VBLK_F(VIRTIO_BLK_F_FLUSH) |		\
 				 VBLK_F(VIRTIO_BLK_F_TOPOLOGY) |	\
 				 VBLK_F(VIRTIO_BLK_F_MQ) |		\
-				 VBLK_F(VIRTIO_BLK_F_DISCARD) |		\
-				 VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES))
+				 VBLK_F(VIRTIO_BLK_F_DISCARD))
 /* ... and those it offers only while a backend that has them is attached. */
 #define VBLK_FEATURES_BACKEND	(VBLK_F(VIRTIO_BLK_F_RO) |		\
+				 VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES) |	\
 				 VBLK_F(VIRTIO_BLK_F_SECURE_ERASE))
 /* The VMM's own: dirty logging for migration, also always offered. */
 #define VBLK_FEATURES_VHOST	VBLK_F(VHOST_F_LOG_ALL)

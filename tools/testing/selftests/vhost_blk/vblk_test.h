@@ -14,13 +14,16 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <linux/fs.h>
 
 #include "blk_req.h"
@@ -151,6 +154,46 @@ static inline uint64_t backend_capacity(struct __test_metadata *_metadata,
 		size = (uint64_t)st.st_size;
 	}
 	return size;
+}
+
+/*
+ * A queue limit of the block device open as @fd, read from
+ * /sys/dev/block/MAJ:MIN/queue/@name (discard_max_bytes, ...); 0 for
+ * anything but a block device, or if it cannot be read.
+ */
+static inline uint64_t backend_queue_limit(int fd, const char *name)
+{
+	unsigned long long v = 0;
+	char path[128];
+	struct stat st;
+	FILE *f;
+
+	if (fstat(fd, &st) || !S_ISBLK(st.st_mode))
+		return 0;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/%s",
+		 major(st.st_rdev), minor(st.st_rdev), name);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+/*
+ * Whether the backend open as @fd zeroes cheaply, so that vhost-blk offers
+ * WRITE_ZEROES on it: a regular file (fallocate()), or a block device with
+ * REQ_OP_WRITE_ZEROES.
+ */
+static inline bool backend_has_write_zeroes(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return false;
+	return !S_ISBLK(st.st_mode) ||
+	       backend_queue_limit(fd, "write_zeroes_max_bytes");
 }
 
 /* Open a device on @e's guest memory, serial and backend. */

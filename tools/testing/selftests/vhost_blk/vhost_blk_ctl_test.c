@@ -148,11 +148,19 @@ TEST_F(vhost_blk_ctl, features_offered_match_the_device)
 					    VBLK_FEATURES_VHOST));
 	close(fd);
 
-	/* A writable backend adds nothing but maybe SECURE_ERASE. */
+	/*
+	 * A writable backend adds nothing but maybe SECURE_ERASE, and
+	 * WRITE_ZEROES exactly where it is cheap.
+	 */
 	f = features_of(_metadata, e->dev.fd);
 	EXPECT_EQ(VBLK_FEATURES_DEVICE | VBLK_FEATURES_VHOST,
 		  f & ~VBLK_FEATURES_BACKEND);
 	EXPECT_EQ(0ULL, f & VBLK_F(VIRTIO_BLK_F_RO));
+	EXPECT_EQ(backend_has_write_zeroes(e->backend_fd),
+		  !!(f & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES)))
+		TH_LOG("WRITE_ZEROES %soffered on %s",
+		       f & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES) ? "" : "not ",
+		       e->path);
 	EXPECT_EQ(VBLK_FEATURES_DEVICE | VBLK_FEATURES_VHOST, e->dev.offered);
 	/* Logging is acked only when asked for. */
 	EXPECT_EQ(0ULL, e->dev.features & VBLK_FEATURES_VHOST);
@@ -184,6 +192,9 @@ TEST_F(vhost_blk_ctl, set_features_rejects_what_is_not_offered)
 	f = VBLK_F(VIRTIO_F_VERSION_1);
 	EXPECT_EQ(0, ioctl(fd, VHOST_SET_FEATURES, &f));
 	f = VBLK_FEATURES_DEVICE;
+	EXPECT_EQ(0, ioctl(fd, VHOST_SET_FEATURES, &f));
+	/* The backend-dependent bits too, even with no backend to offer them. */
+	f = VBLK_FEATURES_DEVICE | VBLK_FEATURES_BACKEND;
 	EXPECT_EQ(0, ioctl(fd, VHOST_SET_FEATURES, &f));
 	close(fd);
 }
@@ -340,6 +351,18 @@ TEST_F(vhost_blk_ctl, get_config_describes_the_backend)
 	if (mq)
 		EXPECT_EQ(mq < 1 ? 1 : mq > 256 ? 256 : mq, cfg.num_queues)
 			TH_LOG("max_queues=%u", mq);
+	/* Write-zeroes limits only where WRITE_ZEROES is offered. */
+	if (backend_has_write_zeroes(e->backend_fd)) {
+		EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SECTORS,
+			  cfg.max_write_zeroes_sectors);
+		EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SEG,
+			  cfg.max_write_zeroes_seg);
+		EXPECT_EQ(1, cfg.write_zeroes_may_unmap);
+	} else {
+		EXPECT_EQ(0U, cfg.max_write_zeroes_sectors);
+		EXPECT_EQ(0U, cfg.max_write_zeroes_seg);
+		EXPECT_EQ(0, cfg.write_zeroes_may_unmap);
+	}
 
 	fd = vblk_open_fd();
 	ASSERT_LE(0, fd);

@@ -249,7 +249,7 @@ static struct fz {
 	int dev;
 	int be_fd, ro_fd, io_fd;	/* backend: rw, read-only, O_DIRECT */
 	uint64_t cap;			/* sectors */
-	bool bdev, has_discard, has_se, attached, ro;
+	bool bdev, has_discard, has_wz, has_se, attached, ro;
 	unsigned int lbs_mask, addr_mask;
 	uint64_t features;
 	/* guest memory layout */
@@ -623,6 +623,8 @@ static uint8_t ranges_status(const struct req *r, uint32_t type, bool ro)
 	if (len / RSEG > MAX_SEG)
 		return VIRTIO_BLK_S_UNSUPP;
 	if (type == VIRTIO_BLK_T_DISCARD && f.bdev && !f.has_discard)
+		return VIRTIO_BLK_S_UNSUPP;
+	if (type == VIRTIO_BLK_T_WRITE_ZEROES && !f.has_wz)
 		return VIRTIO_BLK_S_UNSUPP;
 	if (type == VIRTIO_BLK_T_SECURE_ERASE && !f.has_se)
 		return VIRTIO_BLK_S_UNSUPP;
@@ -2520,11 +2522,24 @@ static void open_backend(void)
 				f.has_discard = true;
 			fclose(fp);
 		}
+		/* Without it, WRITE_ZEROES is neither offered nor done. */
+		snprintf(path, sizeof(path),
+			 "/sys/dev/block/%u:%u/queue/write_zeroes_max_bytes",
+			 major(st.st_rdev), minor(st.st_rdev));
+		fp = fopen(path, "r");
+		if (fp) {
+			unsigned long long v = 0;
+
+			if (fscanf(fp, "%llu", &v) == 1 && v)
+				f.has_wz = true;
+			fclose(fp);
+		}
 		snprintf(path, sizeof(path),
 			 "/sys/dev/block/%u:%u/queue/dma_alignment",
 			 major(st.st_rdev), minor(st.st_rdev));
 	} else if (S_ISREG(st.st_mode)) {
 		size = (uint64_t)st.st_size;
+		f.has_wz = true;
 		snprintf(path, sizeof(path),
 			 "/sys/dev/block/%u:%u/queue/dma_alignment",
 			 major(st.st_dev), minor(st.st_dev));
@@ -2706,10 +2721,11 @@ static void print_stats(double secs)
 		else if (i < L_REPAIR)
 			core += f.sent[i];
 	}
-	printf("# seed %" PRIu64 ", %s, backend %s (%s, %" PRIu64 " sectors%s)\n",
+	printf("# seed %" PRIu64 ", %s, backend %s (%s, %" PRIu64 " sectors%s%s)\n",
 	       o.seed, o.stress ? "stress" : "fuzz", o.backend,
 	       f.bdev ? "block device" : "file", f.cap,
-	       f.bdev && !f.has_discard ? ", no discard" : "");
+	       f.bdev && !f.has_discard ? ", no discard" : "",
+	       !f.has_wz ? ", no write zeroes" : "");
 	printf("# %" PRIu64 " requests in %.1f s (%.0f/s): %" PRIu64 " valid, %" PRIu64 " malformed for the module, %" PRIu64 " refused by the core (+%" PRIu64 " repairs)\n",
 	       total - f.sent[L_REPAIR], secs, (double)total / secs, valid, mod,
 	       core, f.sent[L_REPAIR]);
@@ -2890,6 +2906,10 @@ int main(int argc, char **argv)
 		setup_device(SETUP_OWNED);
 		check_ioctl(vblk_get_features(f.dev, &offered), "GET_FEATURES");
 		f.has_se = !!(offered & VBLK_F(VIRTIO_BLK_F_SECURE_ERASE));
+		if (f.has_wz != !!(offered & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES)))
+			fail(NULL, "WRITE_ZEROES %soffered on a backend %s write zeroes",
+			     f.has_wz ? "not " : "",
+			     f.has_wz ? "with" : "without");
 		check_ioctl(vblk_get_config(f.dev, &cfg),
 			    "GET_CONFIG");
 		f.lbs_mask = cfg.blk_size - 1;

@@ -8,6 +8,10 @@
  */
 #include "kselftest_harness.h"
 
+#include <limits.h>
+#include <linux/falloc.h>
+#include <linux/loop.h>
+
 #include "vblk_test.h"
 
 FIXTURE(vhost_blk) {
@@ -827,6 +831,7 @@ TEST_F_TIMEOUT(vhost_blk, max_segments_per_request_round_trip, 60)
 /*
  * Fill @nsect sectors from @base with a pattern, WRITE_ZEROES the @n ranges
  * @r (inside them), expect OK, and read back zeroes in exactly the ranges.
+ * The attached backend must be one that is offered WRITE_ZEROES.
  */
 static void zero_ranges_exactly(struct __test_metadata *_metadata,
 				struct env *e, uint64_t base, unsigned int nsect,
@@ -836,9 +841,12 @@ static void zero_ranges_exactly(struct __test_metadata *_metadata,
 	struct vq *vq = &e->dev.vq[0];
 	size_t len = (size_t)nsect * SECTOR;
 	uint8_t *want = xmalloc(_metadata, len), *got = xmalloc(_metadata, len);
+	uint64_t f = 0;
 	unsigned int i;
 
-	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_WRITE_ZEROES));
+	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
+	ASSERT_TRUE(!!(f & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES)))
+		TH_LOG("%s: WRITE_ZEROES is not offered", what);
 	pattern_fill(want, len, new_seed(e), base * SECTOR);
 	write_ok(_metadata, e, vq, base, want, len, NULL);
 	expect_result(_metadata,
@@ -863,6 +871,8 @@ TEST_F(vhost_blk, write_zeroes_zeroes_exactly_the_ranges)
 		range(base + 63, 1, 0),
 	};
 
+	if (!backend_has_write_zeroes(self->e.backend_fd))
+		SKIP(return, "%s has no write zeroes", self->e.path);
 	zero_ranges_exactly(_metadata, &self->e, base, 64, r, 3,
 			    "WRITE_ZEROES over 3 ranges");
 }
@@ -877,16 +887,26 @@ TEST_F(vhost_blk, write_zeroes_empty_range_is_a_noop)
 		range(base + 8, 2, 0),
 	};
 
+	if (!backend_has_write_zeroes(self->e.backend_fd))
+		SKIP(return, "%s has no write zeroes", self->e.path);
 	zero_ranges_exactly(_metadata, &self->e, base, 16, r, 3,
 			    "WRITE_ZEROES with an empty range");
 }
 
+/*
+ * A table that is empty or not a multiple of 16 bytes is IOERR, more than 32
+ * ranges or a reserved flag UNSUPP, a range outside the disk IOERR; but a
+ * block device without write zeroes answers UNSUPP to any WRITE_ZEROES
+ * whose table is well-formed, before its ranges are looked at.
+ */
 TEST_F(vhost_blk, write_zeroes_bad_ranges_are_rejected)
 {
 	struct env *e = &self->e;
 	struct vq *vq = &e->dev.vq[0];
 	struct virtio_blk_discard_write_zeroes r[VHOST_BLK_MAX_DISCARD_SEG + 1];
 	const uint32_t wz = VIRTIO_BLK_T_WRITE_ZEROES;
+	const uint8_t bad = backend_has_write_zeroes(e->backend_fd) ?
+			    VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_UNSUPP;
 	uint8_t buf[4096];
 	uint64_t seed;
 	unsigned int i;
@@ -897,21 +917,21 @@ TEST_F(vhost_blk, write_zeroes_bad_ranges_are_rejected)
 
 	r[0] = range(e->sectors - 4, 8, 0);
 	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
-		      VIRTIO_BLK_S_IOERR, 1, "range running past the end");
+		      bad, 1, "range running past the end");
 	r[0] = range(e->sectors, 1, 0);
 	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
-		      VIRTIO_BLK_S_IOERR, 1, "range starting at the end");
+		      bad, 1, "range starting at the end");
 	r[0] = range(~0ULL - 3, 8, 0);
 	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
-		      VIRTIO_BLK_S_IOERR, 1, "range wrapping around");
+		      bad, 1, "range wrapping around");
 	r[0] = range(5600, VHOST_BLK_MAX_DISCARD_SECTORS + 1, 0);
 	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 1, 0),
-		      VIRTIO_BLK_S_IOERR, 1, "range over the size limit");
+		      bad, 1, "range over the size limit");
 	/* A good range and a bad one: nothing is done. */
 	r[0] = range(5600, 8, 0);
 	r[1] = range(e->sectors, 8, 0);
 	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 2, 0),
-		      VIRTIO_BLK_S_IOERR, 1, "good range, then a bad one");
+		      bad, 1, "good range, then a bad one");
 	r[1] = range(5600, 8, 2);
 	expect_result(_metadata, ranges(_metadata, e, vq, wz, r, 2, 0),
 		      VIRTIO_BLK_S_UNSUPP, 1, "reserved flag");
@@ -928,6 +948,205 @@ TEST_F(vhost_blk, write_zeroes_bad_ranges_are_rejected)
 	verify_pattern(_metadata, e, vq, 5600, sizeof(buf), seed);
 }
 
+/*
+ * A block device without REQ_OP_WRITE_ZEROES (brd, null_blk) would have the
+ * kernel write zero pages for a WRITE_ZEROES, up to 64 GiB of them for one
+ * request: it is not offered, the config has no write-zeroes limits, and a
+ * WRITE_ZEROES, with unmap or without, is UNSUPP and writes nothing.
+ */
+TEST_F(vhost_blk, write_zeroes_without_device_support_is_not_offered_and_unsupp)
+{
+	const uint64_t base = 5900;
+	const uint32_t unmap = VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+	const struct virtio_blk_discard_write_zeroes r[2] = {
+		range(base + 8, 8, 0),
+		range(base + 24, 16, unmap),
+	};
+	struct vhost_blk_vring_stats st;
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	struct virtio_blk_config cfg;
+	uint8_t buf[64 * SECTOR];
+	struct result res;
+	uint64_t seed, f = 0;
+	unsigned int i;
+	char what[64];
+
+	if (backend_has_write_zeroes(e->backend_fd))
+		SKIP(return, "%s has write zeroes", e->path);
+	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
+	EXPECT_FALSE(!!(f & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES)))
+		TH_LOG("WRITE_ZEROES offered on %s", e->path);
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(0U, cfg.max_write_zeroes_sectors);
+	EXPECT_EQ(0U, cfg.max_write_zeroes_seg);
+	EXPECT_EQ(0, cfg.write_zeroes_may_unmap);
+
+	seed = new_seed(e);
+	pattern_fill(buf, sizeof(buf), seed, base * SECTOR);
+	write_ok(_metadata, e, vq, base, buf, sizeof(buf), NULL);
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, VHOST_BLK_STATS_RESET, &st));
+	/* Each range alone, then both. */
+	for (i = 0; i < 3; i++) {
+		res = ranges(_metadata, e, vq, VIRTIO_BLK_T_WRITE_ZEROES,
+			     i < 2 ? &r[i] : r, i < 2 ? 1 : 2, 0);
+		snprintf(what, sizeof(what), "WRITE_ZEROES %s",
+			 i == 0 ? "without unmap" : i == 1 ? "with unmap" :
+			 "of 2 ranges");
+		EXPECT_EQ(VIRTIO_BLK_S_UNSUPP, res.status)
+			TH_LOG("%s: status %s", what,
+			       blk_status_name(res.status));
+		EXPECT_EQ(1U, res.used) TH_LOG("used length of %s", what);
+	}
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, 0, &st));
+	EXPECT_EQ(3ULL, st.reqs_unsupp);
+	EXPECT_EQ(0ULL, st.reqs_write_zeroes);
+	verify_pattern(_metadata, e, vq, base, sizeof(buf), seed);
+}
+
+/*
+ * Where a test makes scratch files: VHOST_BLK_SCRATCH_DIR, else next to a
+ * file backend (a real file system), else /tmp.
+ */
+static const char *scratch_dir(struct env *e, char *buf, size_t len)
+{
+	const char *dir = getenv("VHOST_BLK_SCRATCH_DIR");
+	struct stat st;
+	char *slash;
+
+	if (dir && *dir)
+		return dir;
+	if (fstat(e->backend_fd, &st) || !S_ISREG(st.st_mode))
+		return "/tmp";
+	snprintf(buf, len, "%s", e->path);
+	slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return "/tmp";
+	*slash = 0;
+	return buf;
+}
+
+/*
+ * Bind a free loop device to @file_fd (LOOP_CTL_GET_FREE, LOOP_CONFIGURE),
+ * to be detached on its last close.  Returns its fd, open read-write, its
+ * path in @name; or -errno.
+ */
+static int loop_attach(int file_fd, char *name, size_t len)
+{
+	struct loop_config lc = {
+		.fd = (uint32_t)file_fd,
+		.block_size = 512,
+		.info.lo_flags = LO_FLAGS_AUTOCLEAR,
+	};
+	int ctl, nr, fd, i, err = -EBUSY;
+
+	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return -errno;
+	/* Someone else may bind the free device first: take the next. */
+	for (i = 0; i < 8 && err == -EBUSY; i++) {
+		nr = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (nr < 0) {
+			err = -errno;
+			break;
+		}
+		snprintf(name, len, "/dev/loop%d", nr);
+		fd = open(name, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			err = -errno;
+			break;
+		}
+		if (!ioctl(fd, LOOP_CONFIGURE, &lc)) {
+			close(ctl);
+			return fd;
+		}
+		err = -errno;
+		close(fd);
+	}
+	close(ctl);
+	return err;
+}
+
+/*
+ * A block device with REQ_OP_WRITE_ZEROES is offered WRITE_ZEROES, with its
+ * limits in the config, and zeroes exactly the ranges: a loop device over
+ * a scratch file, which does it with fallocate() on the file.  Loop makes
+ * an unmapping WRITE_ZEROES a PUNCH_HOLE and the others a ZERO_RANGE,
+ * which some file systems lack (tmpfs): those are sent only where the
+ * scratch file took a ZERO_RANGE.
+ */
+TEST_F(vhost_blk, write_zeroes_on_a_loop_device_is_offered_and_zeroes)
+{
+	const uint64_t size = 64 * MiB, base = 2048;
+	const uint32_t unmap = VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+	struct virtio_blk_discard_write_zeroes punch[3] = {
+		range(base + 8, 8, unmap),
+		range(base + 33, 7, unmap),
+		range(base + 63, 1, unmap),
+	};
+	struct virtio_blk_discard_write_zeroes keep[2] = {
+		range(base + 1, 3, 0),
+		range(base + 40, 16, 0),
+	};
+	struct vhost_blk_vring_stats st;
+	char dirbuf[PATH_MAX], path[PATH_MAX + 64], name[32];
+	struct env *e = &self->e;
+	struct virtio_blk_config cfg;
+	bool zero_range;
+	const char *dir;
+	int fd, loop;
+	uint64_t f = 0;
+
+	dir = scratch_dir(e, dirbuf, sizeof(dirbuf));
+	snprintf(path, sizeof(path), "%s/vhost-blk-io-loop.XXXXXX", dir);
+	fd = mkstemp(path);
+	if (fd < 0)
+		SKIP(return, "cannot create a scratch file in %.200s: %s", dir,
+		     strerror(errno));
+	unlink(path);
+	ASSERT_EQ(0, ftruncate(fd, (off_t)size));
+	zero_range = !fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+				0, 4096);
+	loop = loop_attach(fd, name, sizeof(name));
+	close(fd);
+	if (loop == -ENOENT)
+		SKIP(return, "no /dev/loop-control (loop is not loaded)");
+	ASSERT_LE(0, loop)
+		TH_LOG("a loop device over %s: %s", dir, strerror(-loop));
+	if (!backend_has_write_zeroes(loop)) {
+		close(loop);
+		SKIP(return, "%s over %.200s has no write zeroes", name, dir);
+	}
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, loop));
+	close(loop);
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, VHOST_BLK_STATS_RESET, &st));
+
+	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
+	ASSERT_TRUE(!!(f & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES)))
+		TH_LOG("%s over %s: WRITE_ZEROES not offered", name, dir);
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(size / SECTOR, cfg.capacity);
+	EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SECTORS,
+		  cfg.max_write_zeroes_sectors);
+	EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SEG, cfg.max_write_zeroes_seg);
+	EXPECT_EQ(1, cfg.write_zeroes_may_unmap);
+
+	zero_ranges_exactly(_metadata, e, base, 64, punch, ARRAY_SIZE(punch),
+			    "WRITE_ZEROES with unmap on a loop device");
+	if (zero_range)
+		zero_ranges_exactly(_metadata, e, base, 64, keep,
+				    ARRAY_SIZE(keep),
+				    "WRITE_ZEROES on a loop device");
+	else
+		TH_LOG("%s has no ZERO_RANGE: WRITE_ZEROES without unmap not sent",
+		       dir);
+
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, 0, &st));
+	EXPECT_EQ(zero_range ? 2ULL : 1ULL, st.reqs_write_zeroes);
+	EXPECT_EQ(0ULL, st.reqs_unsupp);
+	EXPECT_EQ(0ULL, st.reqs_ioerr);
+}
+
 TEST_F(vhost_blk, discard_is_done_or_unsupported)
 {
 	struct env *e = &self->e;
@@ -936,9 +1155,11 @@ TEST_F(vhost_blk, discard_is_done_or_unsupported)
 	struct virtio_blk_discard_write_zeroes r[1];
 	uint8_t buf[4096];
 	struct result res;
+	uint64_t seed;
 
 	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_DISCARD));
-	pattern_fill(buf, sizeof(buf), new_seed(e), 5700 * SECTOR);
+	seed = new_seed(e);
+	pattern_fill(buf, sizeof(buf), seed, 5700 * SECTOR);
 	write_ok(_metadata, e, vq, 5700, buf, sizeof(buf), NULL);
 
 	r[0] = range(5700, 8, 0);
@@ -948,8 +1169,10 @@ TEST_F(vhost_blk, discard_is_done_or_unsupported)
 		    res.status == VIRTIO_BLK_S_UNSUPP)
 		TH_LOG("DISCARD: status %s", blk_status_name(res.status));
 	if (res.status == VIRTIO_BLK_S_UNSUPP) {
-		TH_LOG("%s cannot discard", e->path);
-		return;
+		/* Refused: nothing of it was done. */
+		verify_pattern(_metadata, e, vq, 5700, sizeof(buf), seed);
+		SKIP(return, "%s has no discard (DISCARD answered UNSUPP)",
+		     e->path);
 	}
 	/* UNMAP means nothing for DISCARD: a reserved flag. */
 	r[0] = range(5700, 8, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
