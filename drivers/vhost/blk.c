@@ -32,6 +32,7 @@
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/nospec.h>
+#include <linux/overflow.h>
 #include <linux/pagemap.h>
 #include <linux/sizes.h>
 #include <linux/sched/clock.h>
@@ -1168,15 +1169,6 @@ static void vhost_blk_done_work(struct vhost_work *work)
 	mutex_unlock(&vq->mutex);
 }
 
-/* Why a busy poll ended; the values appear in vhost_blk_poll_end. */
-enum vhost_blk_poll_outcome {
-	VHOST_BLK_POLL_TIMEOUT,		/* window over: sleep */
-	VHOST_BLK_POLL_REQUEST,		/* the guest added a request */
-	VHOST_BLK_POLL_COMPLETION,	/* done_work is queued: requeue */
-	VHOST_BLK_POLL_YIELD,		/* other work or need_resched: requeue */
-	VHOST_BLK_POLL_SIGNAL,		/* the owner is dying: sleep */
-};
-
 /*
  * Adaptive polling, after QEMU's aio poll: @block_ns is how long the ring
  * waited for its next request (the poll plus the sleep after it).  A window
@@ -1192,9 +1184,12 @@ static void vhost_blk_poll_adapt(struct vhost_blk_vq *bvq, u64 block_ns)
 		return;
 	if (block_ns > max_ns)
 		window = bvq->poll_shrink ? div_u64(window, bvq->poll_shrink) : 0;
-	else if (window < max_ns)
-		window = window ? window * bvq->poll_grow :
-				  VHOST_BLK_POLL_INIT_NS;
+	else if (!window)
+		window = VHOST_BLK_POLL_INIT_NS;
+	/* A u32 grow times a window of up to 2^32 us can wrap: saturate. */
+	else if (window < max_ns &&
+		 check_mul_overflow(window, (u64)bvq->poll_grow, &window))
+		window = max_ns;
 	bvq->poll_window_ns = min(window, max_ns);
 }
 
@@ -2134,6 +2129,4 @@ static void __exit vhost_blk_exit(void)
 module_exit(vhost_blk_exit);
 
 MODULE_LICENSE("GPL");
-MODULE_AUTHOR("The vhost-blk authors");
 MODULE_DESCRIPTION("Host kernel accelerator for virtio-blk");
-MODULE_ALIAS("devname:vhost-blk");

@@ -5,10 +5,29 @@
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM vhost_blk
 
+#ifndef _VHOST_BLK_TRACE_ENUMS
+#define _VHOST_BLK_TRACE_ENUMS
+/* Why a busy poll ended; vhost_blk_poll_end shows them by name. */
+enum vhost_blk_poll_outcome {
+	VHOST_BLK_POLL_TIMEOUT,		/* window over: sleep */
+	VHOST_BLK_POLL_REQUEST,		/* the guest added a request */
+	VHOST_BLK_POLL_COMPLETION,	/* done_work is queued: requeue */
+	VHOST_BLK_POLL_YIELD,		/* other work or need_resched: requeue */
+	VHOST_BLK_POLL_SIGNAL,		/* the owner is dying: sleep */
+};
+#endif
+
 #if !defined(_VHOST_BLK_TRACE_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _VHOST_BLK_TRACE_H
 
 #include <linux/tracepoint.h>
+
+/* The values into the format file, for perf and trace-cmd. */
+TRACE_DEFINE_ENUM(VHOST_BLK_POLL_TIMEOUT);
+TRACE_DEFINE_ENUM(VHOST_BLK_POLL_REQUEST);
+TRACE_DEFINE_ENUM(VHOST_BLK_POLL_COMPLETION);
+TRACE_DEFINE_ENUM(VHOST_BLK_POLL_YIELD);
+TRACE_DEFINE_ENUM(VHOST_BLK_POLL_SIGNAL);
 
 DECLARE_EVENT_CLASS(vhost_blk_req_class,
 	TP_PROTO(unsigned int vq, u16 desc, u32 type, u64 sector, u64 len,
@@ -95,7 +114,6 @@ TRACE_EVENT(vhost_blk_poll_start,
 	TP_printk("vq=%u window_ns=%llu", __entry->vq, __entry->window_ns)
 );
 
-/* outcome: see enum vhost_blk_poll_outcome */
 TRACE_EVENT(vhost_blk_poll_end,
 	TP_PROTO(unsigned int vq, u64 ns, int outcome),
 	TP_ARGS(vq, ns, outcome),
@@ -111,9 +129,11 @@ TRACE_EVENT(vhost_blk_poll_end,
 	),
 	TP_printk("vq=%u ns=%llu %s", __entry->vq, __entry->ns,
 		  __print_symbolic(__entry->outcome,
-				   { 0, "timeout" }, { 1, "request" },
-				   { 2, "completion" }, { 3, "yield" },
-				   { 4, "signal" }))
+				   { VHOST_BLK_POLL_TIMEOUT, "timeout" },
+				   { VHOST_BLK_POLL_REQUEST, "request" },
+				   { VHOST_BLK_POLL_COMPLETION, "completion" },
+				   { VHOST_BLK_POLL_YIELD, "yield" },
+				   { VHOST_BLK_POLL_SIGNAL, "signal" }))
 );
 
 #endif /* _VHOST_BLK_TRACE_H */
