@@ -4,7 +4,8 @@
 # The test part of 'make check': the counter's own test and the bridge's
 # host-side unit tests; one test VM (vm/run-vm.sh) running in_vm.sh (every
 # selftest program against every backend, the hostile suite, the bench
-# smoke run, perf); then the bridge's end-to-end test in a VM of its own.
+# smoke run, perf); then the bridge's end-to-end test in a VM of its own,
+# and the in-tree build with its kselftest run (scripts/intree.sh).
 # Counts the TAP results they left in $BUILD/vm-out/selftests with
 # tap_count.sh, which prints why anything failed, every skip with its
 # reason, and last "N passed, N failed" (", N skipped" when some were).
@@ -108,6 +109,20 @@ bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
 	--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" >"$out/e2e.log" 2>&1
 [ -s "$out/e2e.tap" ] ||
 	printf 'TAP version 13\n1..1\nnot ok 1 bridge-e2e-ran\n' >"$out/e2e.tap"
+
+# Our files in a 6.12 kernel tree: drivers/vhost/ built with and without
+# O=, the kselftests built there and run in a VM (scripts/intree.sh).  One
+# result; about 30 s once build/intree is unpacked and prepared, 1.5 min
+# the first time.
+note "in-tree build and kselftest run_tests (log: $out/intree.log)"
+if bash "$repo/scripts/intree.sh" >"$out/intree.log" 2>&1; then
+	printf 'TAP version 13\n1..1\nok 1 intree - %s\n' \
+		"$(tail -n 1 "$out/intree.log")" >"$out/intree.tap"
+else
+	why=$(sed -n 's/^intree: error: //p' "$out/intree.log" | tail -n 1)
+	printf 'TAP version 13\n1..1\nnot ok 1 intree - %s; log: %s\n' \
+		"${why:-scripts/intree.sh failed}" "$out/intree.log" >"$out/intree.tap"
+fi
 
 # Count every result; the last line is the count.
 count "$out"/*.tap
