@@ -10,6 +10,7 @@
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make checkpatch kernel code through checkpatch.pl --strict
+#   make intree     drivers/vhost/ and the kselftests in a 6.12 kernel tree
 #   make clean
 
 TOP   := $(CURDIR)
@@ -33,7 +34,7 @@ export USER_CFLAGS
 KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
-.PHONY: all deps module tools check bench demo checkpatch clean
+.PHONY: all deps module tools check bench demo checkpatch intree clean
 
 all: module tools
 
@@ -67,6 +68,12 @@ checkpatch: $(BUILD)/kernel.env
 	@perl $(KSRC)/scripts/checkpatch.pl --strict --no-tree --terse \
 		--ignore FILE_PATH_CHANGES -f $(KERNEL_SRCS) | tee $(BUILD)/checkpatch.log
 	@! grep -q ': ERROR:' $(BUILD)/checkpatch.log
+
+# Our files applied to linux-source-6.12 in $(BUILD)/intree: drivers/vhost/
+# built with O= and in the tree, the kselftests run the kernel's way in the
+# test VM (which loads the out-of-tree module).
+intree: module
+	bash scripts/intree.sh
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean

@@ -16,6 +16,9 @@
 # Usage: in_vm.sh BINDIR
 
 set -u
+# A program that would skip for want of /dev/vhost-blk or of its backend
+# fails instead (vblk_test.h, hostile.sh).
+export VHOST_BLK_TEST_STRICT=${VHOST_BLK_TEST_STRICT:-1}
 
 bindir=${1:?usage: in_vm.sh BINDIR}
 out=${VHOST_BLK_VM_OUT:?in_vm.sh runs inside the test VM (vm/run-vm.sh)}

@@ -6,7 +6,8 @@
  *
  * The backend under test is VHOST_BLK_TEST_DEV, a block device or a regular
  * file of at least 128 MiB, opened O_RDWR; its content is overwritten.
- * Without it, or without /dev/vhost-blk, every test is skipped.
+ * Without it, or without /dev/vhost-blk, every test is skipped, or fails
+ * if VHOST_BLK_TEST_STRICT is set to anything but 0 (as make check does).
  */
 #ifndef VBLK_TEST_H
 #define VBLK_TEST_H
@@ -226,18 +227,31 @@ static inline void env_setup(struct __test_metadata *_metadata, struct env *e,
 			     uint64_t features)
 {
 	struct virtio_blk_config cfg;
+	const char *strict;
+	int must;
 
 	memset(e, 0, sizeof(*e));
 	e->backend_fd = -1;
 	e->dev.fd = -1;
 	e->features = features;
 
+	/* Where the device must be there, its absence is a failure. */
+	strict = getenv("VHOST_BLK_TEST_STRICT");
+	must = strict && *strict && strcmp(strict, "0");
 	e->path = getenv("VHOST_BLK_TEST_DEV");
-	if (!e->path || !*e->path)
+	if (!e->path || !*e->path) {
+		ASSERT_FALSE(must)
+			TH_LOG("VHOST_BLK_TEST_DEV is not set (VHOST_BLK_TEST_STRICT=%s)",
+			       strict);
 		SKIP(return, "VHOST_BLK_TEST_DEV is not set");
-	if (access(VBLK_DEV_PATH, F_OK))
+	}
+	if (access(VBLK_DEV_PATH, F_OK)) {
+		ASSERT_FALSE(must)
+			TH_LOG("%s does not exist (is vhost_blk loaded?) (VHOST_BLK_TEST_STRICT=%s)",
+			       VBLK_DEV_PATH, strict);
 		SKIP(return, "%s does not exist (is vhost_blk loaded?)",
 		     VBLK_DEV_PATH);
+	}
 
 	e->backend_fd = open(e->path, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, e->backend_fd)
