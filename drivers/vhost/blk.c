@@ -15,11 +15,14 @@
  *
  * Locking: vhost_blk.init_mutex (only until the queues exist), then
  * vhost_dev.mutex, then vhost_virtqueue.mutex (the vhost core's order).
- * vhost_blk.backend is under dev.mutex.  Everything in a vhost_blk_vq (the
- * backend pointer of vhost_vq_get_backend(), the done_list consumer, the
- * serial, the counters and the polling state) is under that vq's mutex.
- * I/O completion, which may run in IRQ context, touches only atomics,
- * llists and vhost_vq_work_queue().
+ * vhost_blk.backend and vhost_blk.sync_task are under dev.mutex.
+ * Everything in a vhost_blk_vq (the backend pointer of
+ * vhost_vq_get_backend(), the done_list consumer, the serial, the
+ * counters, the bounce budget and the polling state) is under that vq's
+ * mutex.  vhost_blk.sync_lock, a spinlock taken last and around nothing
+ * else, guards the sync task's list.  I/O completion, which may run in
+ * IRQ context, touches only atomics, llists and vhost_vq_work_queue().
+ * Functions that rely on a lock say so with lockdep_assert_held().
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
@@ -766,6 +769,7 @@ static void vhost_blk_finish_now(struct vhost_blk_vq *bvq, u16 head,
 		.len = cpu_to_vhost32(vq, len),
 	};
 
+	lockdep_assert_held(&vq->mutex);
 	if (put_user(val, status))
 		vq_err(vq, "vhost-blk: cannot write status of request %u\n",
 		       head);
@@ -785,6 +789,7 @@ static bool vhost_blk_need_notify(struct vhost_virtqueue *vq)
 	u16 old, new;
 	bool valid;
 
+	lockdep_assert_held(&vq->mutex);
 	/*
 	 * Make the used index written by vhost_add_used_n() visible before
 	 * reading the guest's suppression state.  Pairs with the full barrier
@@ -979,6 +984,7 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	u32 type;
 	u8 ret;
 
+	lockdep_assert_held(&vq->mutex);
 	status = vhost_blk_status_ptr(vq->iov + out, in);
 	if (unlikely(!status)) {
 		/* Nowhere to report an error: drop it without touching it. */
@@ -1180,6 +1186,7 @@ static void vhost_blk_poll_adapt(struct vhost_blk_vq *bvq, u64 block_ns)
 	u64 max_ns = (u64)bvq->vq.busyloop_timeout * NSEC_PER_USEC;
 	u64 window = bvq->poll_window_ns;
 
+	lockdep_assert_held(&bvq->vq.mutex);
 	if (block_ns <= window)
 		return;
 	if (block_ns > max_ns)
@@ -1215,6 +1222,7 @@ static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
 	enum vhost_blk_poll_outcome outcome;
 	u64 start, now, deadline;
 
+	lockdep_assert_held(&vq->mutex);
 	start = local_clock();
 	deadline = bvq->idle_since_ns + window;
 	if (!window || start >= deadline)
