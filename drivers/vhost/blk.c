@@ -4,10 +4,12 @@
  *
  * The VMM hands us guest memory, virtqueues, kick/call eventfds and one
  * backend (a block device or a raw image file).  A vhost worker takes
- * requests off the rings and turns them into bios on the guest's own pages
- * (block device) or direct-I/O kiocbs (regular file).  I/O completion only
- * queues work: the worker writes status bytes and the used ring in batches
- * and signals the guest once per batch.
+ * requests off the rings and turns reads and writes into asynchronous
+ * direct-I/O kiocbs on the guest's own pages, through the VFS as
+ * pread(2)/pwrite(2) on the backend fd would go; flushes and ranges on a
+ * block device into bios.  I/O completion only queues work: the worker
+ * writes status bytes and the used ring in batches and signals the guest
+ * once per batch.
  *
  * Only the owner changes state: every ioctl that does, or that touches the
  * rings (which live in the caller's mm), checks vhost_dev_check_owner()
