@@ -8,6 +8,10 @@
 #
 # Output: $BUILD/kernel.env, sourced by the Makefile and the VM runner:
 #   KREL=6.12.N+deb12-amd64   KVER=6.12.N-...   KSRC=$BUILD/linux-source-6.12
+#
+# deps.sh --pick-release only prints the release it would pick, from the
+# apt cache as it is (no root, no install): scripts/deps_test.sh runs it
+# against a fake apt-cache.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,18 +22,61 @@ mkdir -p "$build"
 log() { printf 'deps: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# Every apt-cache pipeline below reads its input to the end: a reader that
+# stops early (grep -q, head) makes apt-cache die of SIGPIPE, which
+# pipefail turns into a failure.
+
+# The versions of binary package $1 apt can install: 'apt-cache madison'
+# lists source packages too when deb-src lines are configured, as
+# "pkg | version | URL suite/main Sources"; only "... Packages" lines count.
+madison_versions() {
+	apt-cache madison "$1" |
+		awk -F'|' '$3 ~ / Packages[[:space:]]*$/ { gsub(/[[:space:]]/, "", $2); print $2 }'
+}
+
+# Pick a release: VHOST_BLK_KREL forces one, else the newest N for which
+# the unsigned image, the headers and linux-source-6.12 of the same
+# version are all served.
+pick_release() {
+	local n ver sources
+	if [ -n "${VHOST_BLK_KREL:-}" ]; then
+		echo "$VHOST_BLK_KREL"
+		return
+	fi
+	sources=$(madison_versions linux-source-6.12)
+	for n in $(apt-cache pkgnames linux-image-6.12. |
+		   sed -n 's/^linux-image-\(6\.12\.[0-9]*\)+deb12-amd64-unsigned$/\1/p' |
+		   sort -rV); do
+		ver=$(madison_versions "linux-image-$n+deb12-amd64-unsigned" |
+		      awk 'NR == 1 { v = $0 } END { print v }')
+		[ -n "$ver" ] || continue
+		[ -n "$(madison_versions "linux-headers-$n+deb12-amd64")" ] ||
+			continue
+		printf '%s\n' "$sources" |
+			awk -v v="$ver" '$0 == v { found = 1 } END { exit !found }' ||
+			continue
+		echo "$n+deb12-amd64"
+		return
+	done
+}
+
+if [ "${1:-}" = --pick-release ]; then
+	pick_release
+	exit 0
+fi
+
 [ "$(id -u)" = 0 ] || die "must run as root (apt-get install)"
 
 # Host tools: compiler, VM, initramfs, I/O tools used by tests and bench.
 host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
 	kmod xz-utils fio e2fsprogs util-linux perl gnuplot-nox liburing-dev
-	linux-perf flex bison bc libelf-dev libssl-dev socat"
+	linux-perf flex bison bc libelf-dev libssl-dev socat dmsetup"
 
 have_all() {
 	local p
 	for p in "$@"; do
-		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
-			grep -q '^install ok installed$' || return 1
+		[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = \
+		  "install ok installed" ] || return 1
 	done
 }
 
@@ -67,33 +114,12 @@ if [ -f "$env_file" ]; then
 	fi
 fi
 
-# Pick a release: VHOST_BLK_KREL forces one, else the newest N for which
-# the unsigned image, the headers and linux-source-6.12 of the same
-# version are all served.
-pick_release() {
-	local n ver
-	if [ -n "${VHOST_BLK_KREL:-}" ]; then
-		echo "$VHOST_BLK_KREL"
-		return
-	fi
-	for n in $(apt-cache pkgnames linux-image-6.12. |
-		   sed -n 's/^linux-image-\(6\.12\.[0-9]*\)+deb12-amd64-unsigned$/\1/p' |
-		   sort -rV); do
-		ver=$(apt-cache madison "linux-image-$n+deb12-amd64-unsigned" |
-		      awk 'NR==1 {print $3}')
-		[ -n "$ver" ] || continue
-		apt-cache madison "linux-headers-$n+deb12-amd64" | grep -q . || continue
-		apt-cache madison linux-source-6.12 |
-			awk '{print $3}' | grep -qx "$ver" || continue
-		echo "$n+deb12-amd64"
-		return
-	done
-}
 
 apt_update
 krel=$(pick_release)
 [ -n "$krel" ] || die "no 6.12 release with image, headers and source found"
-kver=$(apt-cache madison "linux-image-$krel-unsigned" | awk 'NR==1 {print $3}')
+kver=$(madison_versions "linux-image-$krel-unsigned" |
+       awk 'NR == 1 { v = $0 } END { print v }')
 log "kernel release $krel (package version $kver)"
 
 # The image goes in like any kernel: /boot/vmlinuz-$krel and a modules

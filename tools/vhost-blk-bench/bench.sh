@@ -243,7 +243,7 @@ json_str() {
 	printf '{"meta":{'
 	printf '"tool":"vhost-blk-bench","format":1'
 	printf ',"date":%s' "$(json_str "${VHOST_BLK_BENCH_DATE:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}")"
-	printf ',"environment":%s' "$(json_str "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)")"
+	printf ',"environment":%s' "$(json_str "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | awk 'NR == 1')")"
 	if grep -q 'QEMU TCG' /proc/cpuinfo; then
 		printf ',"emulated":true,"note":"Measured under QEMU TCG emulation (software CPU): not hardware figures. Compare ratios and per-request counts only."'
 	else
@@ -251,7 +251,7 @@ json_str() {
 	fi
 	printf ',"vcpus":%d' "$ncpu"
 	printf ',"guest_kernel":%s' "$(json_str "$(uname -r)")"
-	printf ',"qemu_storage_daemon":%s' "$(json_str "$("$qsd_bin" --version | head -n 1)")"
+	printf ',"qemu_storage_daemon":%s' "$(json_str "$("$qsd_bin" --version | awk 'NR == 1')")"
 	printf ',"qsd_export":%s' "$(json_str "--object iothread,id=io0 --blockdev driver=host_device,cache.direct=on,aio=io_uring --export type=vhost-user-blk,iothread=io0,num-queues=$ncpu")"
 	printf ',"commit":%s' "$(json_str "${VHOST_BLK_BENCH_COMMIT:-unknown}")"
 	printf ',"host_cpus":%s' "$(json_str "${VHOST_BLK_BENCH_HOST_CPUS:-unknown}")"

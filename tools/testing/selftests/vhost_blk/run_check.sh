@@ -80,6 +80,11 @@ cd "$repo" || exit 1
 
 # Host-side tests first: they need no VM.  The bridge's protocol layer
 # against scripted and malformed vhost-user messages.
+# scripts/deps.sh's release picker, against a fake apt-cache with deb-src
+# entries.
+bash "$repo/scripts/deps_test.sh" >"$out/host.deps-picker.tap" 2>&1
+note "release picker: $(grep -c '^ok' "$out/host.deps-picker.tap") ok, $(grep -c '^not ok' "$out/host.deps-picker.tap") not ok"
+
 bridge_test=$BUILD/tools/vhost-blk-bridge-test
 if [ -x "$bridge_test" ]; then
 	"$bridge_test" >"$out/host.bridge-unit.tap" 2>&1
