@@ -1,0 +1,131 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# A/B two builds of vhost_blk.ko in one test VM: the same vhost-blk-bench
+# points on brd and a null_blk, module A then module B, round after round
+# (rmmod/insmod between), so that both see the same machine at nearly the
+# same time.  Prints, per point, every round's IOPS and the median back-end
+# CPU per request of each, and B/A of the medians.
+#
+# Host side:
+#   tools/testing/selftests/vhost_blk/vm/run-vm.sh --tcg-threads single \
+#       --out DIR -- bash tools/vhost-blk-bench/ab.sh A.ko B.ko
+#
+# Under TCG the figures are those of an emulated CPU: only B/A carries
+# over, and only where it is well outside the round-to-round spread.
+
+set -euo pipefail
+
+me=${0##*/}
+dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$dir/../.." && pwd)
+BUILD=${BUILD:-$repo/build}
+bin=${VHOST_BLK_BENCH_BIN:-$BUILD/vhost-blk-bench/vhost-blk-bench}
+
+usage() {
+	cat <<EOF
+Usage: $me [OPTIONS] A.ko B.ko
+
+Inside the vhost-blk test VM (run-vm.sh), with vhost and null_blk loaded:
+run vhost-blk-bench on /dev/ram0 and a null_blk (irqmode 2, completion
+0 ns) with module A, then module B, ROUNDS times, and report.
+
+Options:
+  --rounds N       rounds (default 3)
+  --rw LIST        vhost-blk-bench -r (default randread,randwrite)
+  --iodepth LIST   vhost-blk-bench -q (default 1,32)
+  --runtime SEC    measured seconds per point (default 2)
+  --out DIR        where ab.jsonl goes (default \$VHOST_BLK_VM_OUT)
+  -h, --help       this text
+EOF
+}
+
+msg() { printf '%s: %s\n' "$me" "$*" >&2; }
+die() { msg "$*"; exit 1; }
+
+rounds=3
+rw=randread,randwrite
+iodepth=1,32
+runtime=2
+out=${VHOST_BLK_VM_OUT:-}
+mods=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--rounds)	rounds=${2:?--rounds needs a number}; shift 2 ;;
+	--rw)		rw=${2:?--rw needs a list}; shift 2 ;;
+	--iodepth)	iodepth=${2:?--iodepth needs a list}; shift 2 ;;
+	--runtime)	runtime=${2:?--runtime needs seconds}; shift 2 ;;
+	--out)		out=${2:?--out needs a directory}; shift 2 ;;
+	-h|--help)	usage; exit 0 ;;
+	-*)		die "unknown option $1 (see --help)" ;;
+	*)		mods+=("$1"); shift ;;
+	esac
+done
+[ "${#mods[@]}" = 2 ] || die "two modules needed (see --help)"
+[ -n "$out" ] || die "no --out and no \$VHOST_BLK_VM_OUT"
+[ -x "$bin" ] || die "$bin not found: run 'make tools'"
+for m in "${mods[@]}"; do
+	[ -f "$m" ] || die "$m: no such module"
+done
+[ -b /dev/ram0 ] || die "/dev/ram0 does not exist (brd, set up by run-vm.sh)"
+
+nb=/sys/kernel/config/nullb/vblk-ab
+mkdir "$nb" || die "mkdir $nb failed (null_blk loaded, configfs mounted?)"
+trap 'echo 0 >"$nb/power"; rmdir "$nb"' EXIT
+echo 256 >"$nb/size" && echo 1 >"$nb/memory_backed" &&
+	echo 512 >"$nb/blocksize" && echo 2 >"$nb/irqmode" &&
+	echo 0 >"$nb/completion_nsec" && echo 1 >"$nb/power" ||
+	die "setting up null_blk in $nb failed"
+nbdev=/dev/vblk-ab
+[ -b "$nbdev" ] || nbdev=/dev/nullb$(cat "$nb/index")
+[ -b "$nbdev" ] || die "no /dev/vblk-ab or $nbdev"
+
+json=$out/ab.jsonl
+: >"$json"
+rmmod vhost_blk 2>/dev/null || true
+for ((r = 1; r <= rounds; r++)); do
+	for v in A B; do
+		m=${mods[0]}
+		[ "$v" = B ] && m=${mods[1]}
+		insmod "$m" || die "insmod $m failed"
+		for d in /dev/ram0 "$nbdev"; do
+			"$bin" -b vhost-blk -d "$d" -r "$rw" -q "$iodepth" \
+				-t "$runtime" --tag "$v" --label "${d#/dev/}" \
+				--json "$json" --quiet >/dev/null ||
+				msg "round $r, $v on $d: vhost-blk-bench failed"
+		done
+		rmmod vhost_blk || die "rmmod vhost_blk failed"
+	done
+done
+
+echo "# A = ${mods[0]}"
+echo "# B = ${mods[1]}"
+echo "# $rounds rounds; measured under QEMU TCG emulation, not on hardware"
+# One line per point: the rounds' IOPS, the median CPU us per request.
+sed -n 's/.*"experiment":"\([AB]\)".*"label":"\([^"]*\)".*"rw":"\([^"]*\)".*"iodepth":\([0-9]*\).*"iops":\([0-9.]*\).*"be_cpu_us_per_req":\([0-9.]*\).*/\2 \3 \4 \1 \5 \6/p' \
+	"$json" | sort -k1,3 -k4,4 -s | awk '
+	function median(s,   n, a, i, j, t) {
+		n = split(s, a, " ")
+		for (i = 1; i <= n; i++)
+			for (j = i + 1; j <= n; j++)
+				if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	{
+		k = $1 " " $2 " qd" $3
+		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+		iops[k, $4] = iops[k, $4] " " int($5)
+		cpu[k, $4] = cpu[k, $4] " " $6
+	}
+	END {
+		printf "%-26s %-28s %-28s %s\n", "point", "A IOPS / med cpu us", "B IOPS / med cpu us", "B/A iops cpu"
+		for (i = 1; i <= n; i++) {
+			k = order[i]
+			ia = median(iops[k, "A"]); ib = median(iops[k, "B"])
+			ca = median(cpu[k, "A"]); cb = median(cpu[k, "B"])
+			printf "%-26s %-28s %-28s %.2f %.2f\n", k,
+			       substr(iops[k, "A"], 2) " / " ca,
+			       substr(iops[k, "B"], 2) " / " cb,
+			       ia ? ib / ia : 0, ca ? cb / ca : 0
+		}
+	}'
