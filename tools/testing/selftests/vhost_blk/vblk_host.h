@@ -91,20 +91,27 @@ struct host_trace {
 	char dir[PATH_MAX];		/* our tracefs instance */
 };
 
-static inline int host_trace_write(const struct host_trace *t,
-				   const char *file, const char *val)
+/* Write @val to a sysfs, tracefs or cgroup file; 0 or -errno. */
+static inline int host_write_file(const char *path, const char *val)
 {
-	char path[PATH_MAX + 64];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", t->dir, file);
-	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	n = write(fd, val, strlen(val));
 	close(fd);
 	return n < 0 ? -errno : 0;
+}
+
+static inline int host_trace_write(const struct host_trace *t,
+				   const char *file, const char *val)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", t->dir, file);
+	return host_write_file(path, val);
 }
 
 /* Start recording the bios queued on @dev, in a tracefs instance. */
@@ -203,19 +210,6 @@ static inline bool host_bio_is_sync(const struct host_bio *b)
 struct host_cgroup {
 	char dir[PATH_MAX];
 };
-
-static inline int host_write_file(const char *path, const char *val)
-{
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
 
 static inline void host_cgroup_enter(struct __test_metadata *_metadata,
 				     struct host_cgroup *cg)

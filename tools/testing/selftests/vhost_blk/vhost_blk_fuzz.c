@@ -2485,12 +2485,30 @@ static void one_request(unsigned int qi)
 
 /* ------------------------------------------------------------ the run */
 
-static void open_backend(void)
+/* /sys/dev/block/M:m/queue/@attr of block device @dev: 0 if unreadable. */
+static unsigned long long queue_limit(dev_t dev, const char *attr)
 {
-	struct stat st;
-	uint64_t size = 0;
+	unsigned long long v = 0;
 	char path[128];
 	FILE *fp;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/%s",
+		 major(dev), minor(dev), attr);
+	fp = fopen(path, "r");
+	if (fp) {
+		if (fscanf(fp, "%llu", &v) != 1)
+			v = 0;
+		fclose(fp);
+	}
+	return v;
+}
+
+static void open_backend(void)
+{
+	unsigned long long align;
+	struct stat st;
+	uint64_t size = 0;
+	dev_t disk;
 
 	f.be_fd = open(o.backend, O_RDWR | O_CLOEXEC);
 	if (f.be_fd < 0) {
@@ -2511,52 +2529,23 @@ static void open_backend(void)
 				strerror(errno));
 			exit(2);
 		}
-		snprintf(path, sizeof(path),
-			 "/sys/dev/block/%u:%u/queue/discard_max_bytes",
-			 major(st.st_rdev), minor(st.st_rdev));
-		fp = fopen(path, "r");
-		if (fp) {
-			unsigned long long v = 0;
-
-			if (fscanf(fp, "%llu", &v) == 1 && v)
-				f.has_discard = true;
-			fclose(fp);
-		}
+		f.has_discard = queue_limit(st.st_rdev, "discard_max_bytes");
 		/* Without it, WRITE_ZEROES is neither offered nor done. */
-		snprintf(path, sizeof(path),
-			 "/sys/dev/block/%u:%u/queue/write_zeroes_max_bytes",
-			 major(st.st_rdev), minor(st.st_rdev));
-		fp = fopen(path, "r");
-		if (fp) {
-			unsigned long long v = 0;
-
-			if (fscanf(fp, "%llu", &v) == 1 && v)
-				f.has_wz = true;
-			fclose(fp);
-		}
-		snprintf(path, sizeof(path),
-			 "/sys/dev/block/%u:%u/queue/dma_alignment",
-			 major(st.st_rdev), minor(st.st_rdev));
+		f.has_wz = queue_limit(st.st_rdev, "write_zeroes_max_bytes");
+		disk = st.st_rdev;
 	} else if (S_ISREG(st.st_mode)) {
 		size = (uint64_t)st.st_size;
 		f.has_wz = true;
-		snprintf(path, sizeof(path),
-			 "/sys/dev/block/%u:%u/queue/dma_alignment",
-			 major(st.st_dev), minor(st.st_dev));
+		disk = st.st_dev;
 	} else {
 		fprintf(stderr, "%s: %s is neither a block device nor a regular file\n",
 			prog, o.backend);
 		exit(2);
 	}
 	f.addr_mask = 511;
-	fp = fopen(path, "r");
-	if (fp) {
-		unsigned int v = 0;
-
-		if (fscanf(fp, "%u", &v) == 1 && v > f.addr_mask)
-			f.addr_mask = v;
-		fclose(fp);
-	}
+	align = queue_limit(disk, "dma_alignment");
+	if (align > f.addr_mask)
+		f.addr_mask = (unsigned int)align;
 	f.cap = size / SECT;
 	if (f.cap < 8192) {
 		fprintf(stderr, "%s: %s has %" PRIu64 " bytes, at least 4 MiB needed\n",
