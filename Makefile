@@ -6,6 +6,8 @@
 #   make deps       install packages and unpack kernel sources (idempotent)
 #   make module     vhost_blk.ko only
 #   make tools      userspace only
+#   make debug-kernel  the KASAN + lockdep test kernel (cached, built once)
+#   make module-debug  vhost_blk.ko for it, in build/module-debug
 #   make check      build, boot the test VM, run every selftest
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
@@ -33,7 +35,8 @@ export USER_CFLAGS
 KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
-.PHONY: all deps module tools check bench demo checkpatch clean
+.PHONY: all deps module tools check bench demo checkpatch clean \
+	debug-kernel module-debug
 
 all: module tools
 
@@ -46,6 +49,26 @@ deps:
 
 module: $(BUILD)/kernel.env
 	$(MAKE) -C $(KDIR) M=$(TOP) KSRC=$(KSRC) modules
+
+# The debug kernel: scripts/debug-kernel.sh builds it once per machine into
+# /var/cache/vhost-blk/debug-kernel (see --help there).
+debug-kernel: $(BUILD)/kernel.env
+	@bash scripts/debug-kernel.sh >/dev/null
+
+# vhost_blk.ko against the debug kernel's tree.  M= builds put their objects
+# next to the sources, so it builds from a copy in $(DEBUG_MOD) and the
+# stock module in the top directory is left alone.  lockdep must be on in
+# it: a lockdep_assert_held() calls lock_is_held_type() only then.
+DEBUG_MOD := $(BUILD)/module-debug
+module-debug: debug-kernel
+	@mkdir -p $(DEBUG_MOD)/drivers/vhost $(DEBUG_MOD)/include/uapi/linux
+	@cp -p Kbuild $(DEBUG_MOD)/
+	@cp -p drivers/vhost/blk.c drivers/vhost/blk_trace.h $(DEBUG_MOD)/drivers/vhost/
+	@cp -p include/uapi/linux/vhost_blk.h $(DEBUG_MOD)/include/uapi/linux/
+	@dk=$$(bash scripts/debug-kernel.sh --path) && \
+	$(MAKE) -C $$dk/src O=$$dk/obj M=$(DEBUG_MOD) KSRC=$$dk/src modules
+	@test "$$(nm -u $(DEBUG_MOD)/vhost_blk.ko | grep -cw lock_is_held_type)" -gt 0 || \
+		{ echo "$(DEBUG_MOD)/vhost_blk.ko does not call lock_is_held_type: lockdep is off in its build" >&2; exit 1; }
 
 tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests
@@ -70,6 +93,7 @@ checkpatch: $(BUILD)/kernel.env
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean
+	rm -rf $(DEBUG_MOD)
 	-$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests clean
 	-$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools clean
 	-$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench clean
