@@ -42,7 +42,7 @@ The cache is \$VHOST_BLK_CACHE/debug-kernel (default
 cannot be written.  An entry is named by a hash of this script's format
 version, the linux-source .deb's file name, the base config and the
 fragment: a change to any of them builds a new kernel.  Only the first
-run on a machine pays for the build (about 30 min on 2 cores); entries
+run on a machine pays for the build (about 9 min on 2 cores); entries
 appear atomically, and concurrent runs wait for each other.
 
 Options:
@@ -135,7 +135,7 @@ fail() {
 
 start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-msg "building the debug kernel into $dir (first run on this machine: about 30 min; log: $log)"
+msg "building the debug kernel into $dir (first run on this machine: about 9 min on 2 cores; log: $log)"
 msg "unpacking $(basename "$deb")"
 { dpkg-deb --fsys-tarfile "$deb" |
 	tar -xO ./usr/src/linux-source-6.12.tar.xz | tar -xJ -C "$tmp"; } ||
