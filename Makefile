@@ -8,7 +8,10 @@
 #   make tools      userspace only
 #   make debug-kernel  the KASAN + lockdep test kernel (cached, built once)
 #   make module-debug  vhost_blk.ko for it, in build/module-debug
-#   make check      build, boot the test VM, run every selftest
+#   make check      build, boot the test VM (stock and debug kernel), run
+#                   every selftest
+#   make fuzz-debug the hostile-guest suite with 10^6 fuzzer requests per
+#                   backend on the debug kernel (hours)
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make checkpatch kernel code through checkpatch.pl --strict
@@ -36,7 +39,7 @@ KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
 .PHONY: all deps module tools check bench demo checkpatch clean \
-	debug-kernel module-debug
+	debug-kernel module-debug fuzz-debug
 
 all: module tools
 
@@ -75,8 +78,15 @@ tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools all $(BUILD)/tools/vhost-blk-bridge-test
 	$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench
 
-check: all
+check: all module-debug
 	bash $(SELFTEST_DIR)/run_check.sh
+
+# The long fuzz run: FUZZ_DEBUG_REQUESTS (default 10^6) fuzzer requests per
+# backend on the debug kernel, plus the rest of the hostile-guest suite and
+# the kmemleak and lockdep checks.  Results in build/vm-out/fuzz-debug.
+FUZZ_DEBUG_REQUESTS ?= 1000000
+fuzz-debug: all module-debug
+	bash $(SELFTEST_DIR)/run_check.sh --fuzz-debug $(FUZZ_DEBUG_REQUESTS)
 
 bench: all
 	bash $(BENCH_DIR)/run-bench.sh

@@ -166,26 +166,29 @@ kmemleak_forget() {
 	kmemleak_cmd scan && kmemleak_cmd clear
 }
 
-# kmemleak_scan N DESCRIPTION LOG: result N of debug.kmemleak.tap, and
-# any report in LOG.  Two scans: an object whose only reference sat in
-# a register or a not yet scanned page during the first is found then.
+# kmemleak_scan TAP N WHEN LOG: result N in TAP, "no leak WHEN", and any
+# report in LOG and on the console.  Two scans: an object whose only
+# reference sat in a register or a not yet scanned page during the first
+# is found then.
 kmemleak_scan() {
-	local n=$1 desc=$2 log=$3
+	local tap=$1 n=$2 desc="kmemleak: no leak $3" log=$4
 
 	sleep $((kmemleak_min_age + 1))
 	if ! kmemleak_cmd scan || ! kmemleak_cmd scan || ! cat "$kmemleak" >"$log"; then
-		echo "not ok $n - $desc # kmemleak refused the scan: it turned itself off (see dmesg.log)"
-		note "kmemleak: $desc: cannot scan (kmemleak off?)"
+		echo "not ok $n - $desc # kmemleak refused the scan: it turned itself off (see dmesg.log)" >>"$tap"
+		note "kmemleak $3: cannot scan (kmemleak off?)"
 		return
 	fi
 	if [ -s "$log" ]; then
-		echo "not ok $n - $desc: $(grep -c '^unreferenced object' "$log") unreferenced objects (full report: $log)"
-		head -n 400 "$log" | sed 's/^/# /'
-		note "kmemleak: $desc: unreferenced objects:"
+		{
+			echo "not ok $n - $desc: $(grep -c '^unreferenced object' "$log") unreferenced objects (full report: $log)"
+			head -n 400 "$log" | sed 's/^/# /'
+		} >>"$tap"
+		note "kmemleak $3: unreferenced objects:"
 		sed 's/^/in_vm:   /' "$log"
 	else
-		echo "ok $n - $desc"
-		note "kmemleak: $desc: none"
+		echo "ok $n - $desc" >>"$tap"
+		note "kmemleak $3: none"
 	fi
 }
 
@@ -247,28 +250,24 @@ fi
 # The debug kernel: leaks, after the tests and after unloading the module
 # (what it allocated and did not free becomes unreferenced then).
 tap=$out/${prefix}kmemleak.tap
-{
-	echo "TAP version 13"
-	echo "1..3"
-	if [ "$kmemleak_ready" = 1 ]; then
-		kmemleak_scan 1 "kmemleak: no leak after the tests" \
-			"$out/${prefix}kmemleak.tests.log"
-	else
-		echo "not ok 1 - kmemleak: no leak after the tests # kmemleak not available (see in_vm's notes)"
-	fi
-	kmemleak_cmd clear
-	if msg=$(rmmod vhost_blk 2>&1); then
-		echo "ok 2 - rmmod vhost_blk"
-	else
-		echo "not ok 2 - rmmod vhost_blk: $msg"
-	fi
-	if [ "$kmemleak_ready" = 1 ]; then
-		kmemleak_scan 3 "kmemleak: no leak after unloading vhost_blk" \
-			"$out/${prefix}kmemleak.unload.log"
-	else
-		echo "not ok 3 - kmemleak: no leak after unloading vhost_blk # kmemleak not available"
-	fi
-} >"$tap"
+printf 'TAP version 13\n1..3\n' >"$tap"
+if [ "$kmemleak_ready" = 1 ]; then
+	kmemleak_scan "$tap" 1 "after the tests" "$out/${prefix}kmemleak.tests.log"
+else
+	echo "not ok 1 - kmemleak: no leak after the tests # kmemleak not available (see in_vm's notes)" >>"$tap"
+fi
+kmemleak_cmd clear
+if msg=$(rmmod vhost_blk 2>&1); then
+	echo "ok 2 - rmmod vhost_blk" >>"$tap"
+else
+	echo "not ok 2 - rmmod vhost_blk: $msg" >>"$tap"
+	note "rmmod vhost_blk failed: $msg"
+fi
+if [ "$kmemleak_ready" = 1 ]; then
+	kmemleak_scan "$tap" 3 "after unloading vhost_blk" "$out/${prefix}kmemleak.unload.log"
+else
+	echo "not ok 3 - kmemleak: no leak after unloading vhost_blk # kmemleak not available" >>"$tap"
+fi
 
 # lockdep must not have turned itself off: then lockdep_assert_held() and
 # every other lock check stopped running.
