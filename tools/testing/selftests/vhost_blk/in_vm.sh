@@ -283,4 +283,6 @@ debug_locks=$(awk '$1 == "debug_locks:" { print $2 }' /proc/lockdep_stats 2>/dev
 	esac
 } >"$tap"
 note "lockdep: debug_locks ${debug_locks:-unknown}"
+# How full lockdep's tables got (CONFIG_LOCKDEP_BITS and friends).
+cat /proc/lockdep_stats >"$out/${prefix}lockdep_stats.log" 2>/dev/null
 exit 0

@@ -510,7 +510,11 @@ console_filter <"$tmp/console" &
 fpid=$!
 
 if [ "$verbose" = 1 ]; then
-	msg "$qemu ${accel_args[*]} -smp $smp -m $mem, kernel $KREL ($kernel)"
+	if [ "$kind" = stock ]; then
+		msg "$qemu ${accel_args[*]} -smp $smp -m $mem, kernel $KREL"
+	else
+		msg "$qemu ${accel_args[*]} -smp $smp -m $mem, kernel $KREL ($kernel)"
+	fi
 fi
 start=$(perl -MTime::HiRes=time -e 'printf "%.3f", time')
 timeout -k 10 "$timeout_s" "$qemu" "${qemu_args[@]}" \
