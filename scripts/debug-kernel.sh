@@ -41,7 +41,8 @@ The cache is \$VHOST_BLK_CACHE/debug-kernel (default
 /var/cache/vhost-blk/debug-kernel), or \$BUILD/debug-kernel when that
 cannot be written.  An entry is named by a hash of this script's format
 version, the linux-source .deb's file name, the base config and the
-fragment: a change to any of them builds a new kernel.  Only the first
+fragment's settings (not its comments): a change to any of them builds a
+new kernel.  Only the first
 run on a machine pays for the build (about 9 min on 2 cores); entries
 appear atomically, and concurrent runs wait for each other.
 
@@ -76,8 +77,13 @@ deb=$BUILD/dl/linux-source-6.12_${KVER//:/%3a}_all.deb
 [ -f "$deb" ] || die "$deb not found: run 'make deps'"
 [ -f "$fragment" ] || die "$fragment not found"
 
+# The fragment's settings, without its comments: rewording a comment
+# does not rebuild the kernel.
+settings() {
+	grep -E '^(CONFIG_[A-Za-z0-9_]+=|# CONFIG_[A-Za-z0-9_]+ is not set$)' "$fragment"
+}
 key=$( { echo "format $format"; echo "base $base"; basename "$deb"
-	 cat "$fragment"; } | sha256sum | cut -c1-16)
+	 settings; } | sha256sum | cut -c1-16)
 
 root=${VHOST_BLK_CACHE:-/var/cache/vhost-blk}/debug-kernel
 if ! { mkdir -p "$root" 2>/dev/null && [ -w "$root" ]; }; then
@@ -161,7 +167,7 @@ while read -r line; do
 		opt=${opt%% *}
 		! grep -q "^$opt=" "$tmp/obj/.config" || missing+=" $opt=n" ;;
 	esac
-done <"$fragment"
+done < <(settings)
 [ -z "$missing" ] || fail "the debug kernel's .config does not have:$missing"
 
 msg "compiling with $(nproc) jobs"
