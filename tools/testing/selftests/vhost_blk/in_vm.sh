@@ -159,22 +159,27 @@ kmemleak_cmd() {
 	echo "$1" 2>/dev/null >"$kmemleak"
 }
 
-# Whatever boot and module loading left behind is not ours: let it age
-# past the minimum, have it reported once, and mark it as seen.
-kmemleak_forget() {
+# kmemleak_report: wait past the minimum age and scan twice.  A scan
+# reports an unreferenced object only if its contents did not change
+# since the scan before (the first scan that sees an object takes its
+# checksum), so a leak made since the last scan shows in the second.
+kmemleak_report() {
 	sleep $((kmemleak_min_age + 1))
-	kmemleak_cmd scan && kmemleak_cmd clear
+	kmemleak_cmd scan && kmemleak_cmd scan
+}
+
+# Whatever boot and module loading left behind is not ours: have it
+# reported, then mark it as seen ("clear" greys only reported objects).
+kmemleak_forget() {
+	kmemleak_report && kmemleak_cmd clear
 }
 
 # kmemleak_scan TAP N WHEN LOG: result N in TAP, "no leak WHEN", and any
-# report in LOG and on the console.  Two scans: an object whose only
-# reference sat in a register or a not yet scanned page during the first
-# is found then.
+# report in LOG and on the console.
 kmemleak_scan() {
 	local tap=$1 n=$2 desc="kmemleak: no leak $3" log=$4
 
-	sleep $((kmemleak_min_age + 1))
-	if ! kmemleak_cmd scan || ! kmemleak_cmd scan || ! cat "$kmemleak" >"$log"; then
+	if ! kmemleak_report || ! cat "$kmemleak" >"$log"; then
 		echo "not ok $n - $desc # kmemleak refused the scan: it turned itself off (see dmesg.log)" >>"$tap"
 		note "kmemleak $3: cannot scan (kmemleak off?)"
 		return
