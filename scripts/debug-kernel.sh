@@ -22,10 +22,10 @@ usage() {
 	cat <<EOF
 Usage: ${0##*/} [--path] [-h|--help]
 
-Build the vhost-blk debug kernel ('make $base' plus
-${fragment#"$top"/}) from the linux-source-6.12 package
-that 'make deps' downloaded, unless the cache already has it, and print
-the cache entry's directory:
+Build the vhost-blk debug kernel ('make $base' plus the fragment
+${fragment#"$top"/})
+from the linux-source-6.12 package that 'make deps' downloaded, unless the
+cache already has it, and print the cache entry's directory:
 
   DIR/bzImage          the kernel
   DIR/kernelrelease    its release (6.12.N-vhost-blk-debug)
@@ -42,9 +42,9 @@ The cache is \$VHOST_BLK_CACHE/debug-kernel (default
 cannot be written.  An entry is named by a hash of this script's format
 version, the linux-source .deb's file name, the base config and the
 fragment's settings (not its comments): a change to any of them builds a
-new kernel.  Only the first
-run on a machine pays for the build (about 9 min on 2 cores); entries
-appear atomically, and concurrent runs wait for each other.
+new kernel.  Only the first run on a machine pays for the build (7 to 11
+min on 2 cores); entries appear atomically, and concurrent runs wait for
+each other.
 
 Options:
   --path      print the directory if the kernel is already built, else
@@ -141,7 +141,7 @@ fail() {
 
 start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-msg "building the debug kernel into $dir (first run on this machine: about 9 min on 2 cores; log: $log)"
+msg "building the debug kernel into $dir (first run on this machine: 7 to 11 min on 2 cores; log: $log)"
 msg "unpacking $(basename "$deb")"
 { dpkg-deb --fsys-tarfile "$deb" |
 	tar -xO ./usr/src/linux-source-6.12.tar.xz | tar -xJ -C "$tmp"; } ||

@@ -58,8 +58,9 @@ Environment:
   VHOST_BLK_VM_KEEP           1: keep the temporary run directory
 
 COMMAND sees BUILD, PATH and every VHOST_BLK_* variable of the caller, and
-VHOST_BLK_VM=1, VHOST_BLK_VM_KERNEL=stock|debug and VHOST_BLK_VM_OUT=DIR.  DIR receives dmesg.log (the full
-kernel log) and console.log (the raw serial console).
+VHOST_BLK_VM=1, VHOST_BLK_VM_KERNEL=stock|debug and VHOST_BLK_VM_OUT=DIR.
+DIR receives dmesg.log (the full kernel log) and console.log (the raw
+serial console).
 
 Exit status: COMMAND's status; 3 if COMMAND succeeded but the kernel log
 shows a warning, oops, KASAN, UBSAN, lockdep, DEBUG_OBJECTS, list
