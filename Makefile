@@ -6,7 +6,12 @@
 #   make deps       install packages and unpack kernel sources (idempotent)
 #   make module     vhost_blk.ko only
 #   make tools      userspace only
-#   make check      build, boot the test VM, run every selftest
+#   make debug-kernel  the KASAN + lockdep test kernel (cached, built once)
+#   make module-debug  vhost_blk.ko for it, in build/module-debug
+#   make check      build, boot the test VM (stock and debug kernel), run
+#                   every selftest
+#   make fuzz-debug the hostile-guest suite with 10^6 fuzzer requests per
+#                   backend on the debug kernel (hours)
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make checkpatch kernel code through checkpatch.pl --strict
@@ -34,7 +39,8 @@ export USER_CFLAGS
 KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
-.PHONY: all deps module tools check bench demo checkpatch intree clean
+.PHONY: all deps module tools check bench demo checkpatch intree clean \
+	debug-kernel module-debug fuzz-debug
 
 all: module tools
 
@@ -48,13 +54,40 @@ deps:
 module: $(BUILD)/kernel.env
 	$(MAKE) -C $(KDIR) M=$(TOP) KSRC=$(KSRC) modules
 
+# The debug kernel: scripts/debug-kernel.sh builds it once per machine into
+# /var/cache/vhost-blk/debug-kernel (see --help there).
+debug-kernel: $(BUILD)/kernel.env
+	@bash scripts/debug-kernel.sh >/dev/null
+
+# vhost_blk.ko against the debug kernel's tree.  M= builds put their objects
+# next to the sources, so it builds from a copy in $(DEBUG_MOD) and the
+# stock module in the top directory is left alone.  lockdep must be on in
+# it: a lockdep_assert_held() calls lock_is_held_type() only then.
+DEBUG_MOD := $(BUILD)/module-debug
+module-debug: debug-kernel
+	@mkdir -p $(DEBUG_MOD)/drivers/vhost $(DEBUG_MOD)/include/uapi/linux
+	@cp -p Kbuild $(DEBUG_MOD)/
+	@cp -p drivers/vhost/blk.c drivers/vhost/blk_trace.h $(DEBUG_MOD)/drivers/vhost/
+	@cp -p include/uapi/linux/vhost_blk.h $(DEBUG_MOD)/include/uapi/linux/
+	@dk=$$(bash scripts/debug-kernel.sh --path) && \
+	$(MAKE) -C $$dk/src O=$$dk/obj M=$(DEBUG_MOD) KSRC=$$dk/src modules
+	@test "$$(nm -u $(DEBUG_MOD)/vhost_blk.ko | grep -cw lock_is_held_type)" -gt 0 || \
+		{ echo "$(DEBUG_MOD)/vhost_blk.ko does not call lock_is_held_type: lockdep is off in its build" >&2; exit 1; }
+
 tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests
 	$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools all $(BUILD)/tools/vhost-blk-bridge-test
 	$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench
 
-check: all
+check: all module-debug
 	bash $(SELFTEST_DIR)/run_check.sh
+
+# The long fuzz run: FUZZ_DEBUG_REQUESTS (default 10^6) fuzzer requests per
+# backend on the debug kernel, plus the rest of the hostile-guest suite and
+# the kmemleak and lockdep checks.  Results in build/vm-out/fuzz-debug.
+FUZZ_DEBUG_REQUESTS ?= 1000000
+fuzz-debug: all module-debug
+	bash $(SELFTEST_DIR)/run_check.sh --fuzz-debug $(FUZZ_DEBUG_REQUESTS)
 
 bench: all
 	bash $(BENCH_DIR)/run-bench.sh
@@ -77,6 +110,7 @@ intree: module
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean
+	rm -rf $(DEBUG_MOD)
 	-$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests clean
 	-$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools clean
 	-$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench clean

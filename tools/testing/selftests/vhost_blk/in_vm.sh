@@ -11,19 +11,83 @@
 #
 # leaving one TAP file per program and backend, BACKEND.PROGRAM.tap, in
 # $VHOST_BLK_VM_OUT.  A backend that cannot be set up leaves
-# BACKEND.setup.tap with one failed test instead.
+# BACKEND.setup.tap with one failed test instead.  Then the hostile-guest
+# suite (hostile.tap) and, on the stock kernel, the benchmark smoke run
+# and the perf check.
 #
-# Usage: in_vm.sh BINDIR
+# On the debug kernel (--pass debug) every TAP file's name starts with
+# "debug.", and there is no bench or perf run.  Instead kmemleak forgets
+# what boot left before the tests, and is scanned after them and again
+# after vhost_blk is unloaded (debug.kmemleak.tap); and lockdep must still
+# be on at the end (debug.lockdep.tap), because any lockdep report or a
+# taint turns it off, and every lockdep_assert_held() with it.
+#
+# Usage: in_vm.sh [--pass stock|debug] [--fuzz-requests N] [--hostile-only]
+#                 BINDIR
 
 set -u
 # A program that would skip for want of /dev/vhost-blk or of its backend
 # fails instead (vblk_test.h, hostile.sh).
 export VHOST_BLK_TEST_STRICT=${VHOST_BLK_TEST_STRICT:-1}
 
-bindir=${1:?usage: in_vm.sh BINDIR}
+me=in_vm.sh
+
+usage() {
+	cat <<EOF
+Usage: $me [OPTIONS] BINDIR
+
+Inside the test VM (vm/run-vm.sh): every vhost-blk selftest program in
+BINDIR against brd, null_blk and a file on ext4, then the hostile-guest
+suite; TAP files in \$VHOST_BLK_VM_OUT.
+
+Options:
+  --pass stock|debug   stock (default): then the bench smoke run and the
+                       perf check.  debug: TAP files named debug.*, no
+                       bench or perf; kmemleak cleared before the tests,
+                       scanned after them and after unloading vhost_blk;
+                       lockdep must still be on at the end
+  --fuzz-requests N    fuzzer requests per backend (hostile.sh --requests;
+                       default: hostile.sh's)
+  --hostile-only       only the hostile-guest suite, no selftest programs
+  -h, --help           this text
+EOF
+}
+
+bad_usage() {
+	echo "$me: $*" >&2
+	exit 2
+}
+
+pass=stock
+fuzz_requests=
+hostile_only=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--pass)		[ $# -ge 2 ] || bad_usage "$1 needs an argument"
+			pass=$2; shift 2 ;;
+	--fuzz-requests) [ $# -ge 2 ] || bad_usage "$1 needs an argument"
+			fuzz_requests=$2; shift 2 ;;
+	--hostile-only)	hostile_only=1; shift ;;
+	-h|--help)	usage; exit 0 ;;
+	-*)		bad_usage "unknown option $1 (see --help)" ;;
+	*)		break ;;
+	esac
+done
+case "$pass" in
+stock)	prefix= ;;
+debug)	prefix=debug. ;;
+*)	bad_usage "--pass: stock or debug, not '$pass'" ;;
+esac
+if [ -n "$fuzz_requests" ] && ! [[ $fuzz_requests =~ ^[0-9]+$ ]]; then
+	bad_usage "--fuzz-requests: '$fuzz_requests' is not a number"
+fi
+[ $# -eq 1 ] || bad_usage "usage: $me [OPTIONS] BINDIR (see --help)"
+bindir=$1
 out=${VHOST_BLK_VM_OUT:?in_vm.sh runs inside the test VM (vm/run-vm.sh)}
 programs=(vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test
 	vhost_blk_trust_test)
+[ "$hostile_only" = 0 ] || programs=()
+here=$(cd "$(dirname "$0")" && pwd)
 
 note() { printf 'in_vm: %s\n' "$*"; }
 
@@ -83,7 +147,7 @@ run_backend() {
 	local name=$1 dev=$2 prog tap totals
 
 	for prog in "${programs[@]}"; do
-		tap=$out/$name.$prog.tap
+		tap=$out/$prefix$name.$prog.tap
 		VHOST_BLK_TEST_DEV=$dev "$bindir/$prog" >"$tap" 2>&1
 		totals=$(sed -n 's/^# Totals: //p' "$tap")
 		note "$name ($dev) $prog: ${totals:-no totals, see $tap}"
@@ -94,6 +158,71 @@ run_backend() {
 # vhost_blk_io_test puts a loop device over a scratch file, whatever the
 # backend: load loop before the first one.
 modprobe loop || note "cannot load loop: its tests will be skipped"
+
+# ---- kmemleak and lockdep (the debug kernel)
+
+kmemleak=/sys/kernel/debug/kmemleak
+# kmemleak never reports an object younger than 5 s.
+kmemleak_min_age=5
+
+# kmemleak_cmd WORD: write WORD to the kmemleak file.  It refuses (EPERM)
+# once kmemleak has turned itself off.
+kmemleak_cmd() {
+	echo "$1" 2>/dev/null >"$kmemleak"
+}
+
+# kmemleak_report: wait past the minimum age and scan twice.  A scan
+# reports an unreferenced object only if its contents did not change
+# since the scan before (the first scan that sees an object takes its
+# checksum), so a leak made since the last scan shows in the second.
+kmemleak_report() {
+	sleep $((kmemleak_min_age + 1))
+	kmemleak_cmd scan && kmemleak_cmd scan
+}
+
+# Whatever boot and module loading left behind is not ours: have it
+# reported, then mark it as seen ("clear" greys only reported objects).
+kmemleak_forget() {
+	kmemleak_report && kmemleak_cmd clear
+}
+
+# kmemleak_scan TAP N WHEN LOG: result N in TAP, "no leak WHEN", and any
+# report in LOG and on the console.
+kmemleak_scan() {
+	local tap=$1 n=$2 desc="kmemleak: no leak $3" log=$4
+
+	if ! kmemleak_report || ! cat "$kmemleak" >"$log"; then
+		echo "not ok $n - $desc # kmemleak refused the scan: it turned itself off (see dmesg.log)" >>"$tap"
+		note "kmemleak $3: cannot scan (kmemleak off?)"
+		return
+	fi
+	if [ -s "$log" ]; then
+		{
+			echo "not ok $n - $desc: $(grep -c '^unreferenced object' "$log") unreferenced objects (full report: $log)"
+			head -n 400 "$log" | sed 's/^/# /'
+		} >>"$tap"
+		note "kmemleak $3: unreferenced objects:"
+		sed 's/^/in_vm:   /' "$log"
+	else
+		echo "ok $n - $desc" >>"$tap"
+		note "kmemleak $3: none"
+	fi
+}
+
+if [ "$pass" = debug ]; then
+	if [ ! -e "$kmemleak" ]; then
+		kmemleak_ready=0
+		note "kmemleak: $kmemleak does not exist (kernel without CONFIG_DEBUG_KMEMLEAK?)"
+	elif kmemleak_forget; then
+		kmemleak_ready=1
+	else
+		kmemleak_ready=0
+		note "kmemleak: the scan before the tests failed (kmemleak off?)"
+	fi
+fi
+
+# ---- the selftest programs on each backend
+
 
 errs=$(mktemp)
 hostile_backends=()
@@ -106,26 +235,72 @@ for name in brd nullb ext4; do
 		reason=$(tr '\n' ' ' <"$errs")
 		note "$name: setup failed: ${reason:-no reason given}"
 		printf 'TAP version 13\n1..1\nnot ok 1 %s.setup # %s\n' \
-			"$name" "$reason" >"$out/$name.setup.tap"
+			"$name" "$reason" >"$out/$prefix$name.setup.tap"
 	fi
 done
 rm -f "$errs"
 
 # The hostile-guest suite: the malformed-request contract, the seeded
-# fuzzer (100,000 requests over the backends) and the stress test.
+# fuzzer (by default 100,000 requests over the backends) and the stress
+# test.
 if [ "${#hostile_backends[@]}" -gt 0 ]; then
-	bash "$(dirname "$0")/hostile.sh" --bindir "$bindir" --log "$out" \
-		"${hostile_backends[@]}" >"$out/hostile.tap" 2>"$out/hostile.log"
-	note "hostile: $(grep -c '^ok' "$out/hostile.tap") ok, $(grep -c '^not ok' "$out/hostile.tap") not ok"
-	grep '^not ok ' "$out/hostile.tap" | sed 's/^/in_vm:   /'
+	tap=$out/${prefix}hostile.tap
+	bash "$here/hostile.sh" --bindir "$bindir" --log "$out" \
+		${fuzz_requests:+--requests "$fuzz_requests"} \
+		"${hostile_backends[@]}" >"$tap" 2>"$out/${prefix}hostile.log"
+	note "hostile: $(grep -c '^ok' "$tap") ok, $(grep -c '^not ok' "$tap") not ok"
+	grep '^not ok ' "$tap" | sed 's/^/in_vm:   /'
 fi
 
-# vhost-blk-bench --smoke: every back-end kind runs and its counts add up.
-bash "$(dirname "$0")/../../../vhost-blk-bench/bench.sh" --smoke \
-	--out "$out/bench-smoke" >"$out/bench.smoke.tap" 2>"$out/bench.smoke.log"
-note "bench smoke: $(grep -c '^ok' "$out/bench.smoke.tap") ok, $(grep -c '^not ok' "$out/bench.smoke.tap") not ok"
+if [ "$pass" = stock ]; then
+	# vhost-blk-bench --smoke: every back-end kind runs and its counts
+	# add up.
+	bash "$here/../../../vhost-blk-bench/bench.sh" --smoke \
+		--out "$out/bench-smoke" >"$out/bench.smoke.tap" 2>"$out/bench.smoke.log"
+	note "bench smoke: $(grep -c '^ok' "$out/bench.smoke.tap") ok, $(grep -c '^not ok' "$out/bench.smoke.tap") not ok"
 
-# The tracepoints through perf, on brd.
-bash "$(dirname "$0")/perf_check.sh" "$bindir" /dev/ram0 >"$out/perf.tap" 2>&1
-note "perf: $(grep -c '^ok' "$out/perf.tap") of 4 ok"
+	# The tracepoints through perf, on brd.
+	bash "$here/perf_check.sh" "$bindir" /dev/ram0 >"$out/perf.tap" 2>&1
+	note "perf: $(grep -c '^ok' "$out/perf.tap") of 4 ok"
+	exit 0
+fi
+
+# The debug kernel: leaks, after the tests and after unloading the module
+# (what it allocated and did not free becomes unreferenced then).
+tap=$out/${prefix}kmemleak.tap
+printf 'TAP version 13\n1..3\n' >"$tap"
+if [ "$kmemleak_ready" = 1 ]; then
+	kmemleak_scan "$tap" 1 "after the tests" "$out/${prefix}kmemleak.tests.log"
+else
+	echo "not ok 1 - kmemleak: no leak after the tests # kmemleak not available (see in_vm's notes)" >>"$tap"
+fi
+kmemleak_cmd clear
+if msg=$(rmmod vhost_blk 2>&1); then
+	echo "ok 2 - rmmod vhost_blk" >>"$tap"
+else
+	echo "not ok 2 - rmmod vhost_blk: $msg" >>"$tap"
+	note "rmmod vhost_blk failed: $msg"
+fi
+if [ "$kmemleak_ready" = 1 ]; then
+	kmemleak_scan "$tap" 3 "after unloading vhost_blk" "$out/${prefix}kmemleak.unload.log"
+else
+	echo "not ok 3 - kmemleak: no leak after unloading vhost_blk # kmemleak not available" >>"$tap"
+fi
+
+# lockdep must not have turned itself off: then lockdep_assert_held() and
+# every other lock check stopped running.
+tap=$out/${prefix}lockdep.tap
+debug_locks=$(awk '$1 == "debug_locks:" { print $2 }' /proc/lockdep_stats 2>/dev/null)
+{
+	echo "TAP version 13"
+	echo "1..1"
+	case "$debug_locks" in
+	1)	echo "ok 1 - lockdep still on at the end (debug_locks 1)" ;;
+	0)	echo "not ok 1 - lockdep still on at the end: it turned itself off after a report or a taint (see dmesg.log)" ;;
+	*)	echo "not ok 1 - lockdep still on at the end: no debug_locks in /proc/lockdep_stats (kernel without lockdep?)" ;;
+	esac
+} >"$tap"
+note "lockdep: debug_locks ${debug_locks:-unknown}"
+# How full lockdep's tables got (CONFIG_LOCKDEP_BITS and friends).
+cat /proc/lockdep_stats >"$out/${prefix}lockdep_stats.log" 2>/dev/null
 exit 0

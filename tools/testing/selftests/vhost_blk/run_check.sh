@@ -1,31 +1,46 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The test part of 'make check': the counter's own test and the bridge's
-# host-side unit tests; one test VM (vm/run-vm.sh) running in_vm.sh (every
-# selftest program against every backend, the hostile suite, the bench
-# smoke run, perf); then the bridge's end-to-end test in a VM of its own,
-# and the in-tree build with its kselftest run (scripts/intree.sh).
-# Counts the TAP results they left in $BUILD/vm-out/selftests with
-# tap_count.sh, which prints why anything failed, every skip with its
-# reason, and last "N passed, N failed" (", N skipped" when some were).
-# A VM that failed (a kernel warning, a timeout, a crash) is a failed
-# result of its own, test-vm.  Exits non-zero if anything failed or no
-# test ran.
+# The test part of 'make check': the counter's own test, the release
+# picker's and the bridge's host-side unit tests; one test VM
+# (vm/run-vm.sh) on Debian's stock kernel running in_vm.sh (every selftest
+# program against every backend, the hostile suite, the bench smoke run,
+# perf); one on the debug kernel (KASAN, lockdep, UBSAN, DEBUG_OBJECTS,
+# kmemleak) running in_vm.sh --pass debug (the selftests, the hostile
+# suite with fewer fuzzer requests, kmemleak and lockdep checks); then the
+# bridge's end-to-end test in a VM of its own, and the in-tree build with
+# its kselftest run (scripts/intree.sh).  Counts the TAP results they left
+# in $BUILD/vm-out/selftests (the debug VM's in its debug/ subdirectory,
+# named debug.*) with tap_count.sh, which prints why anything failed,
+# every skip with its reason, and last "N passed, N failed" (", N
+# skipped" when some were).  Each VM is a result of its own, "not ok"
+# when it timed out, crashed or its kernel log shows a report (then with
+# the report).  Exits non-zero if anything failed or no test ran.
 #
-# Expects the programs built in $BUILD/selftests and vhost_blk.ko in the
-# repository root (make all).
+# With --fuzz-debug N it runs only the hostile-guest suite on the debug
+# kernel, N fuzzer requests per backend, into $BUILD/vm-out/fuzz-debug
+# (make fuzz-debug).
+#
+# Expects the programs built in $BUILD/selftests, vhost_blk.ko in the
+# repository root and $BUILD/module-debug/vhost_blk.ko with the debug
+# kernel (make all module-debug).
 
 set -u
 shopt -s nullglob
 
+me=run_check.sh
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../../.." && pwd)
 BUILD=${BUILD:-$repo/build}
 export BUILD
 bindir=$BUILD/selftests
-out=$BUILD/vm-out/selftests
 timeout=${VHOST_BLK_CHECK_TIMEOUT:-1800}
+# The debug kernel is several times slower under TCG.
+debug_timeout=${VHOST_BLK_CHECK_DEBUG_TIMEOUT:-3600}
+# Fuzzer requests per backend on the debug kernel (60,000 in all, against
+# the stock run's 100,000): it answers 200 to 600 requests a second there,
+# several times fewer than the stock kernel.
+debug_fuzz=${VHOST_BLK_CHECK_DEBUG_FUZZ_REQUESTS:-20000}
 # Under TCG the vCPUs take turns on one host thread: with a thread each, a
 # kernel text patch (a tracepoint or perf turning a static key on in
 # __schedule) can race the other vCPU, which then meets a stale int3 and
@@ -39,6 +54,50 @@ tcg_threads=${VHOST_BLK_CHECK_TCG_THREADS:-single}
 refused_skips='/dev/vhost-blk|vhost_blk loaded|VHOST_BLK_TEST_DEV|cannot open the backend|tracepoints|events/vhost_blk'
 
 note() { printf 'run_check: %s\n' "$*" >&2; }
+
+usage() {
+	cat <<EOF
+Usage: $me [--fuzz-debug N]
+
+Run every vhost-blk test (make check): the bridge's unit tests, the test
+VM on the stock kernel and on the debug kernel, the bridge's end-to-end
+test; print "N passed, N failed" last.
+
+Options:
+  --fuzz-debug N  only the hostile-guest suite on the debug kernel, with N
+                  fuzzer requests per backend (make fuzz-debug); results
+                  in \$BUILD/vm-out/fuzz-debug
+  -h, --help      this text
+
+Environment: VHOST_BLK_CHECK_TIMEOUT (stock VM and e2e, default 1800 s),
+VHOST_BLK_CHECK_DEBUG_TIMEOUT (debug VM, default 3600 s; with
+--fuzz-debug VHOST_BLK_FUZZ_DEBUG_TIMEOUT, default 172800 s),
+VHOST_BLK_CHECK_DEBUG_FUZZ_REQUESTS (fuzzer requests per backend on the
+debug kernel, default 20000), VHOST_BLK_CHECK_TCG_THREADS (default
+single).
+EOF
+}
+
+fuzz_debug=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--fuzz-debug)	[ $# -ge 2 ] || { echo "$me: $1 needs an argument" >&2; exit 2; }
+			fuzz_debug=$2; shift 2 ;;
+	-h|--help)	usage; exit 0 ;;
+	*)		echo "$me: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+	esac
+done
+if [ -n "$fuzz_debug" ] && ! [[ $fuzz_debug =~ ^[1-9][0-9]*$ ]]; then
+	echo "$me: --fuzz-debug: '$fuzz_debug' is not a positive number" >&2
+	exit 2
+fi
+if ! [[ $debug_fuzz =~ ^[1-9][0-9]*$ ]]; then
+	echo "$me: VHOST_BLK_CHECK_DEBUG_FUZZ_REQUESTS='$debug_fuzz' is not a positive number" >&2
+	exit 2
+fi
+
+out=$BUILD/vm-out/selftests
+[ -z "$fuzz_debug" ] || out=$BUILD/vm-out/fuzz-debug
 
 count() {
 	bash "$here/tap_count.sh" --name run_check --fail-skip "$refused_skips" "$@"
@@ -78,13 +137,64 @@ fi
 
 cd "$repo" || exit 1
 
-# Host-side tests first: they need no VM.  The bridge's protocol layer
-# against scripted and malformed vhost-user messages.
-# scripts/deps.sh's release picker, against a fake apt-cache with deb-src
-# entries.
+# run_vm NAME DIR TIMEOUT RUN-VM-OPTION... -- COMMAND...: one test VM,
+# with DIR as its output directory; leaves DIR/NAME.vm.tap, one result
+# that is "not ok" if the VM failed, timed out or its kernel log shows a
+# report (then with the report), so that the last line counts it.
+run_vm() {
+	local name=$1 dir=$2 t=$3 rc
+
+	shift 3
+	mkdir -p "$dir"
+	# run-vm.sh's messages (a dmesg report among them) go to the
+	# terminal and to run-vm.log.
+	bash "$here/vm/run-vm.sh" --timeout "$t" --out "$dir" \
+		--tcg-threads "$tcg_threads" "$@" 2> >(tee "$dir/run-vm.log" >&2)
+	rc=$?
+	wait
+	# The VM itself is a result: whatever ran in it, a failed VM fails
+	# the run; a report in its kernel log is quoted.
+	{
+		bash "$here/tap_count.sh" --vm-result "$name-vm" "$rc" "$dir" "$t"
+		[ "$rc" = 0 ] ||
+			sed -n '/dmesg shows a kernel warning/,$p' "$dir/run-vm.log" |
+			awk 'NR <= 300 { print "# " $0 }'
+	} >"$dir/$name.vm.tap"
+	[ "$rc" = 0 ] || note "$name VM: status $rc, see $dir/$name.vm.tap"
+	return 0
+}
+
+# The debug kernel's VM: in_vm.sh --pass debug with ARGS.
+run_debug_vm() {	# run_debug_vm DIR TIMEOUT IN_VM-ARGS...
+	local dir=$1 t=$2 ko=$BUILD/module-debug/vhost_blk.ko
+
+	shift 2
+	if [ ! -f "$ko" ] || ! bash "$repo/scripts/debug-kernel.sh" --path >/dev/null; then
+		note "no debug kernel or no $ko: run 'make module-debug'"
+		mkdir -p "$dir"
+		printf 'TAP version 13\n1..1\nnot ok 1 - debug VM: no debug kernel or no %s (make module-debug)\n' \
+			"$ko" >"$dir/debug.vm.tap"
+		return 0
+	fi
+	run_vm debug "$dir" "$t" --kernel debug -- \
+		bash "$here/in_vm.sh" --pass debug "$@" "$bindir"
+}
+
+if [ -n "$fuzz_debug" ]; then
+	note "the hostile-guest suite on the debug kernel, $fuzz_debug fuzzer requests per backend (log: $out/console.log)"
+	run_debug_vm "$out" "${VHOST_BLK_FUZZ_DEBUG_TIMEOUT:-172800}" \
+		--hostile-only --fuzz-requests "$fuzz_debug"
+	count "$out"/*.tap
+	exit
+fi
+
+# Host-side tests first: they need no VM.  scripts/deps.sh's release
+# picker, against a fake apt-cache with deb-src entries.
 bash "$repo/scripts/deps_test.sh" >"$out/host.deps-picker.tap" 2>&1
 note "release picker: $(grep -c '^ok' "$out/host.deps-picker.tap") ok, $(grep -c '^not ok' "$out/host.deps-picker.tap") not ok"
 
+# The bridge's protocol layer against scripted and malformed vhost-user
+# messages.
 bridge_test=$BUILD/tools/vhost-blk-bridge-test
 if [ -x "$bridge_test" ]; then
 	"$bridge_test" >"$out/host.bridge-unit.tap" 2>&1
@@ -95,18 +205,11 @@ else
 		>"$out/host.bridge-unit.tap"
 fi
 
-bash "$here/vm/run-vm.sh" --timeout "$timeout" --out "$out" \
-	--tcg-threads "$tcg_threads" -- bash "$here/in_vm.sh" "$bindir"
-vm_rc=$?
-case $vm_rc in
-0)	;;
-3)	note "the kernel log shows a warning: see $out/dmesg.log" ;;
-124)	note "the VM timed out after $timeout s" ;;
-*)	note "the VM failed (status $vm_rc): see $out/console.log" ;;
-esac
-# The VM itself is a result: whatever ran in it, a failed VM fails the run.
-bash "$here/tap_count.sh" --vm-result test-vm "$vm_rc" "$out" "$timeout" \
-	>"$out/test-vm.tap"
+note "selftests on the stock kernel (log: $out/console.log)"
+run_vm stock "$out" "$timeout" -- bash "$here/in_vm.sh" "$bindir"
+
+note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
+run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
 
 # The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, boots
 # a VM of its own; e2e.tap says what ran, a 'not ok' line if nothing did.
@@ -131,4 +234,4 @@ else
 fi
 
 # Count every result; the last line is the count.
-count "$out"/*.tap
+count "$out"/*.tap "$out"/debug/*.tap

@@ -51,6 +51,12 @@ out_mounted=1
 krel=
 read -r krel </proc/sys/kernel/osrelease
 [ "$krel" = "$VM_KREL" ] || fail "running kernel '$krel', expected $VM_KREL"
+# A kernel whose modules are not under the host's /lib/modules (the debug
+# kernel, in its cache): link them in, on the overlay.
+if [ -n "${VM_MODDIR:-}" ]; then
+	ln -sfn "$VM_MODDIR" "/lib/modules/$VM_KREL" ||
+		fail "cannot link /lib/modules/$VM_KREL to $VM_MODDIR"
+fi
 [ -d "/lib/modules/$VM_KREL" ] ||
 	fail "/lib/modules/$VM_KREL is not visible in the VM"
 

@@ -24,8 +24,13 @@ a throw-away tmpfs overlay; the output directory is shared read-write at
 the same path.  A single COMMAND argument is run with 'bash -c'.
 
 Options:
-  --timeout SECONDS  kill the VM after this long (default 600)
-  --mem MIB          guest memory (default 2048)
+  --kernel KIND      stock (default): Debian's kernel from \$BUILD/kernel.env;
+                     debug: the KASAN + lockdep + kmemleak build of the same
+                     source (make debug-kernel), with its modules and
+                     \$BUILD/module-debug/vhost_blk.ko (make module-debug)
+  --timeout SECONDS  kill the VM after this long (default 600; 2400 with
+                     --kernel debug)
+  --mem MIB          guest memory (default 2048; 3072 with --kernel debug)
   --smp N            guest CPUs (default 2)
   --tcg-threads MODE multi (default: a host thread per vCPU) or single
                      (the vCPUs take turns on one thread: slower, but a
@@ -41,20 +46,25 @@ Options:
 
 Environment:
   BUILD                       build directory (default $repo/build)
+  VHOST_BLK_VM_KERNEL         stock or debug: the default of --kernel
   VHOST_BLK_VM_ACCEL          kvm, tcg or auto (default auto: KVM only if a
                               cached probe boot showed that it works)
   VHOST_BLK_VM_QEMU           QEMU binary (default qemu-system-x86_64)
-  VHOST_BLK_VM_MODULE         module to insmod (default $repo/vhost_blk.ko)
+  VHOST_BLK_VM_MODULE         module to insmod (default $repo/vhost_blk.ko,
+                              or \$BUILD/module-debug/vhost_blk.ko with
+                              --kernel debug)
   VHOST_BLK_VM_DMESG_IGNORE   extended regex of kernel log lines the
                               dmesg check ignores
   VHOST_BLK_VM_KEEP           1: keep the temporary run directory
 
 COMMAND sees BUILD, PATH and every VHOST_BLK_* variable of the caller, and
-VHOST_BLK_VM=1 and VHOST_BLK_VM_OUT=DIR.  DIR receives dmesg.log (the full
-kernel log) and console.log (the raw serial console).
+VHOST_BLK_VM=1, VHOST_BLK_VM_KERNEL=stock|debug and VHOST_BLK_VM_OUT=DIR.
+DIR receives dmesg.log (the full kernel log) and console.log (the raw
+serial console).
 
 Exit status: COMMAND's status; 3 if COMMAND succeeded but the kernel log
-shows a warning, oops, lockdep report, hung task or similar; 124 on
+shows a warning, oops, KASAN, UBSAN, lockdep, DEBUG_OBJECTS, list
+corruption or kmemleak report, a hung task or similar; 124 on
 timeout; 125 if the VM could not be set up or died; 2 for usage or
 configuration errors.
 EOF
@@ -71,8 +81,9 @@ die() {
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
-timeout_s=600
-mem=2048
+kind=${VHOST_BLK_VM_KERNEL:-stock}
+timeout_s=
+mem=
 smp=2
 tcg_threads=multi
 no_module=0
@@ -85,6 +96,8 @@ need_arg() { [ "$2" -ge 2 ] || die 2 "$1 needs an argument (see --help)"; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--kernel)	need_arg "$1" $#; kind=$2; shift 2 ;;
+	--kernel=*)	kind=${1#*=}; shift ;;
 	--timeout)	need_arg "$1" $#; timeout_s=$2; shift 2 ;;
 	--timeout=*)	timeout_s=${1#*=}; shift ;;
 	--mem)		need_arg "$1" $#; mem=$2; shift 2 ;;
@@ -107,6 +120,14 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -gt 0 ] || die 2 "no command given (usage: ${0##*/} [OPTIONS] -- COMMAND [ARGS...])"
+
+case "$kind" in
+stock)	timeout_s=${timeout_s:-600}; mem=${mem:-2048} ;;
+# KASAN, lockdep and kmemleak make the kernel several times slower under
+# TCG, and KASAN's shadow and quarantine take memory.
+debug)	timeout_s=${timeout_s:-2400}; mem=${mem:-3072} ;;
+*)	die 2 "--kernel: stock or debug, not '$kind'" ;;
+esac
 
 # check_uint OPTION VALUE MIN
 check_uint() {
@@ -132,12 +153,32 @@ KREL=
 . "$env_file"
 [ -n "$KREL" ] || die 2 "$env_file does not set KREL: run 'make deps'"
 
-kernel=/boot/vmlinuz-$KREL
-moddir=/lib/modules/$KREL
+# The debug kernel's modules are not under /lib/modules: modprobe on the
+# host is pointed at its tree with -d, and stage 2 links it into the VM's
+# /lib/modules.
+modprobe_root=()
+vm_moddir=
+default_ko=$repo/vhost_blk.ko
+if [ "$kind" = stock ]; then
+	kernel=/boot/vmlinuz-$KREL
+	moddir=/lib/modules/$KREL
+	[ -r "$kernel" ] || die 2 "kernel image $kernel not found: run 'make deps'"
+	[ -f "$moddir/modules.dep" ] || die 2 "$moddir/modules.dep not found: run 'make deps'"
+else
+	debug_dir=$(bash "$repo/scripts/debug-kernel.sh" --path) ||
+		die 2 "no debug kernel built: run 'make module-debug' (or 'make debug-kernel')"
+	KREL=$(cat "$debug_dir/kernelrelease") ||
+		die 2 "cannot read $debug_dir/kernelrelease"
+	kernel=$debug_dir/bzImage
+	moddir=$debug_dir/modules/lib/modules/$KREL
+	modprobe_root=(-d "$debug_dir/modules")
+	vm_moddir=$moddir
+	default_ko=$BUILD/module-debug/vhost_blk.ko
+	[ -r "$kernel" ] || die 2 "kernel image $kernel not found: run 'make debug-kernel'"
+	[ -f "$moddir/modules.dep" ] || die 2 "$moddir/modules.dep not found: run 'make debug-kernel'"
+fi
 qemu=${VHOST_BLK_VM_QEMU:-qemu-system-x86_64}
 busybox=$(command -v busybox || true)
-[ -r "$kernel" ] || die 2 "kernel image $kernel not found: run 'make deps'"
-[ -f "$moddir/modules.dep" ] || die 2 "$moddir/modules.dep not found: run 'make deps'"
 command -v "$qemu" >/dev/null || die 2 "$qemu not found: run 'make deps'"
 [ -n "$busybox" ] || die 2 "busybox not found: run 'make deps' (busybox-static)"
 if ldd "$busybox" >/dev/null 2>&1; then
@@ -147,9 +188,12 @@ for tool in modprobe cpio xz timeout flock sha256sum mkfifo perl; do
 	command -v "$tool" >/dev/null || die 2 "$tool not found: run 'make deps'"
 done
 
-ko=${VHOST_BLK_VM_MODULE:-$repo/vhost_blk.ko}
+ko=${VHOST_BLK_VM_MODULE:-$default_ko}
 if [ "$no_module" = 0 ] && [ ! -f "$ko" ]; then
-	die 2 "$ko not found: build it with 'make module', or pass --no-module"
+	if [ "$kind" = stock ]; then
+		die 2 "$ko not found: build it with 'make module', or pass --no-module"
+	fi
+	die 2 "$ko not found: build it with 'make module-debug', or pass --no-module"
 fi
 ko=$(cd "$(dirname "$ko")" && pwd)/${ko##*/}
 
@@ -184,7 +228,7 @@ initramfs_modules() {
 
 	# One module per call: modprobe takes further words as parameters.
 	for m in 9pnet_virtio 9p overlay; do
-		modprobe -S "$KREL" --show-depends "$m" || return
+		modprobe "${modprobe_root[@]}" -S "$KREL" --show-depends "$m" || return
 	done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }'
 }
 
@@ -192,8 +236,10 @@ build_initramfs() {
 	local mods key tmp m name
 
 	mods=$(initramfs_modules) ||
-		die 2 "modprobe -S $KREL --show-depends 9pnet_virtio 9p overlay failed"
-	[ -n "$mods" ] || die 2 "no 9p/overlay modules found in $moddir"
+		die 2 "modprobe ${modprobe_root[*]} -S $KREL --show-depends 9pnet_virtio 9p overlay failed"
+	# (The debug kernel has them built in.)
+	[ -n "$mods" ] || [ "$kind" = debug ] ||
+		die 2 "no 9p/overlay modules found in $moddir"
 	# shellcheck disable=SC2086
 	key=$({ echo "format $initramfs_format $KREL"
 		sha256sum "$vm_dir/init" "$busybox" $mods; } | sha256sum) ||
@@ -207,6 +253,7 @@ build_initramfs() {
 	tmp=$(mktemp -d "$cache/initramfs.XXXXXX")
 	mkdir -p "$tmp"/bin "$tmp"/dev "$tmp"/proc "$tmp"/sys "$tmp"/mnt \
 		"$tmp"/modules
+	: >"$tmp/modules/load.order"
 	cp "$busybox" "$tmp/bin/busybox"
 	cp "$vm_dir/init" "$tmp/init"
 	chmod 755 "$tmp/init" "$tmp/bin/busybox"
@@ -260,6 +307,7 @@ kvm_probe() {
 
 	key="$KREL $(uname -r) $("$qemu" --version | sed -n 1p) $(cat "$initramfs.key")"
 	probe=$cache/kvm-probe
+	[ "$kind" = stock ] || probe=$cache/kvm-probe-$kind
 	if [ -f "$probe" ] && [ "$(head -n 1 "$probe")" = "$key" ]; then
 		[ "$(sed -n 2p "$probe")" = ok ]
 		return
@@ -343,10 +391,10 @@ term=dumb
 [ ! -t 1 ] || term=${TERM:-dumb}
 vm_env=("BUILD=$BUILD" "PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 	"HOME=/root" "TERM=$term" "VHOST_BLK_VM=1"
-	"VHOST_BLK_VM_OUT=$out" "KREL=$KREL")
+	"VHOST_BLK_VM_OUT=$out" "VHOST_BLK_VM_KERNEL=$kind" "KREL=$KREL")
 while IFS= read -r var; do
 	case "$var" in
-	VHOST_BLK_VM|VHOST_BLK_VM_OUT) ;;
+	VHOST_BLK_VM|VHOST_BLK_VM_OUT|VHOST_BLK_VM_KERNEL) ;;
 	VHOST_BLK_*) vm_env+=("$var=${!var}") ;;
 	esac
 done < <(compgen -e)
@@ -354,6 +402,7 @@ done < <(compgen -e)
 {
 	printf 'VM_NONCE=%q\n' "$nonce"
 	printf 'VM_KREL=%q\n' "$KREL"
+	printf 'VM_MODDIR=%q\n' "$vm_moddir"
 	printf 'VM_REPO=%q\n' "$repo"
 	printf 'VM_OUT=%q\n' "$out"
 	printf 'VM_CWD=%q\n' "$cwd"
@@ -373,7 +422,7 @@ printf '%s\n' "$out" >"$share/out-dir"
 ko_dir=$repo
 [ "$no_module" = 1 ] || ko_dir=${ko%/*}
 for dir in /tmp /run; do
-	for path in "$repo" "$out" "$cwd" "$ko_dir"; do
+	for path in "$repo" "$out" "$cwd" "$ko_dir" "${vm_moddir:-$repo}"; do
 		case "$path/" in
 		"$dir"/*) continue 2 ;;
 		esac
@@ -396,6 +445,12 @@ cmdline+=" watchdog_thresh=30 rcupdate.rcu_cpu_stall_timeout=90"
 # flips the sched_clock static key and so patches scheduler text (int3
 # and all) while the other vCPU runs through it.  Trust the TSC.
 [ "$accel" = tcg ] && cmdline+=" tsc=reliable"
+# The debug kernel: every KASAN report, not only the first.  PCI interrupt
+# routing from the BIOS table: through ACPI, each interrupt link took 20 s
+# of AML under KASAN and lockdep, a minute per boot.
+if [ "$kind" = debug ]; then
+	cmdline+=" kasan_multi_shot acpi=noirq"
+fi
 
 qemu_args=("${qemu_common[@]}" "${accel_args[@]}" -smp "$smp" -m "$mem"
 	-append "$cmdline"
@@ -456,7 +511,11 @@ console_filter <"$tmp/console" &
 fpid=$!
 
 if [ "$verbose" = 1 ]; then
-	msg "$qemu ${accel_args[*]} -smp $smp -m $mem, kernel $KREL"
+	if [ "$kind" = stock ]; then
+		msg "$qemu ${accel_args[*]} -smp $smp -m $mem, kernel $KREL"
+	else
+		msg "$qemu ${accel_args[*]} -smp $smp -m $mem, kernel $KREL ($kernel)"
+	fi
 fi
 start=$(perl -MTime::HiRes=time -e 'printf "%.3f", time')
 timeout -k 10 "$timeout_s" "$qemu" "${qemu_args[@]}" \
@@ -505,18 +564,32 @@ fi
 
 # ---------------------------------------------------------------- dmesg check
 
-dmesg_pattern='WARNING:|BUG:|kernel BUG|Oops|general protection fault|Call Trace|possible circular locking|inconsistent lock state|lockdep|suspicious RCU usage|INFO: task .* blocked for more than|UBSAN|KASAN|refcount_t'
+# Besides WARN and BUG and their traces: every report of the debug
+# kernel's checkers, KASAN ("BUG: KASAN: ..."), UBSAN, lockdep (its
+# headers are "WARNING: possible circular locking dependency detected",
+# "... recursive locking ...", "WARNING: inconsistent lock state",
+# "WARNING: suspicious RCU usage", "BUG: sleeping function called from
+# invalid context", "BUG: scheduling while atomic" and the like),
+# DEBUG_OBJECTS ("ODEBUG: ..."), DEBUG_LIST ("list_add corruption"),
+# kmemleak ("unreferenced object", in the log with kmemleak.verbose) and
+# hung tasks; and lockdep switching itself off, after which
+# lockdep_assert_held() checks nothing.
+dmesg_pattern='WARNING:|BUG:|kernel BUG|Oops|general protection fault|Call Trace|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|locking correctness validator|Disabling lock debugging|suspicious RCU usage|blocked for more than|UBSAN|KASAN|ODEBUG|list_(add|del) corruption|unreferenced object|refcount_t'
+
+# Lines that match but report nothing: the debug kernel's boot banner.
+dmesg_benign='rcu:[[:space:]]+RCU lockdep checking is enabled\.$'
 
 # Print each report: up to 4 lines before the matching line (not printed
 # yet), then the lines after it up to the end of the trace ("---[ end
 # trace", or "</TASK>" without one) or 40 lines, at most 200 lines in all.
 dmesg_report() {
-	awk -v pat="$dmesg_pattern" -v ign="${VHOST_BLK_VM_DMESG_IGNORE:-}" '
+	awk -v pat="$dmesg_pattern" -v ign="${VHOST_BLK_VM_DMESG_IGNORE:-}" \
+	    -v benign="$dmesg_benign" '
 	{ line[NR] = $0 }
 	END {
 		n = 0; last = 0
 		for (i = 1; i <= NR; i++) {
-			if (i <= last || line[i] !~ pat)
+			if (i <= last || line[i] !~ pat || line[i] ~ benign)
 				continue
 			if (ign != "" && line[i] ~ ign)
 				continue
