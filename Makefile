@@ -81,7 +81,7 @@ tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools all $(BUILD)/tools/vhost-blk-bridge-test
 	$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench
 
-check: all module-debug
+check: all module-debug deb
 	bash $(SELFTEST_DIR)/run_check.sh
 
 # The long fuzz run: FUZZ_DEBUG_REQUESTS (default 10^6) fuzzer requests per
@@ -127,9 +127,10 @@ deb: $(BUILD)/kernel.env
 # The packages installed, used and purged in the test VM (stock kernel,
 # no module loaded by the runner): package_test.sh.
 package-test: deb tools
-	bash $(SELFTEST_DIR)/vm/run-vm.sh --no-module --timeout 900 \
+	bash $(SELFTEST_DIR)/vm/run-vm.sh --no-module --timeout 1800 \
 		--out $(BUILD)/vm-out/package -- \
-		bash $(SELFTEST_DIR)/package_test.sh $(DEB_DIR)
+		bash $(SELFTEST_DIR)/package_test.sh \
+		--tap $(BUILD)/vm-out/package/package.tap $(DEB_DIR)
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean
