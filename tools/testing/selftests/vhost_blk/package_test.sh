@@ -44,7 +44,10 @@ while [ $# -gt 0 ]; do
 	*)		break ;;
 	esac
 done
-[ $# -ge 1 ] && [ $# -le 2 ] || { echo "$me: usage: $me [--tap FILE] DEBDIR [BINDIR]" >&2; exit 2; }
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+	echo "$me: usage: $me [--tap FILE] DEBDIR [BINDIR]" >&2
+	exit 2
+fi
 debdir=$1
 bindir=${2:-${BUILD:-}/selftests}
 out=${VHOST_BLK_VM_OUT:?$me runs inside the test VM (vm/run-vm.sh --no-module)}
