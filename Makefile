@@ -15,6 +15,8 @@
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make checkpatch kernel code through checkpatch.pl --strict
+#   make deb        vhost-blk-dkms and vhost-blk-tools .debs in build/deb
+#   make package-test  build them, install them in the test VM, test them
 #   make intree     drivers/vhost/ and the kselftests in a 6.12 kernel tree
 #   make clean
 
@@ -40,7 +42,7 @@ KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
 
 .PHONY: all deps module tools check bench demo checkpatch intree clean \
-	debug-kernel module-debug fuzz-debug
+	debug-kernel module-debug fuzz-debug deb package-test
 
 all: module tools
 
@@ -79,7 +81,7 @@ tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools all $(BUILD)/tools/vhost-blk-bridge-test
 	$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench
 
-check: all module-debug
+check: all module-debug deb
 	bash $(SELFTEST_DIR)/run_check.sh
 
 # The long fuzz run: FUZZ_DEBUG_REQUESTS (default 10^6) fuzzer requests per
@@ -107,6 +109,28 @@ checkpatch: $(BUILD)/kernel.env
 # test VM (which loads the out-of-tree module).
 intree: module
 	bash scripts/intree.sh
+
+# The Debian packages (debian/), built by dpkg-buildpackage from a copy of
+# the source tree (tracked and untracked files, not the ignored ones) in
+# $(DEB_DIR)/src: it writes the .debs next to the tree, in $(DEB_DIR).
+DEB_DIR := $(BUILD)/deb
+deb: $(BUILD)/kernel.env
+	rm -rf $(DEB_DIR)
+	mkdir -p $(DEB_DIR)/src
+	git ls-files -z -co --exclude-standard | \
+		tar --null -T - -cf - | tar -xf - -C $(DEB_DIR)/src
+	cd $(DEB_DIR)/src && KSRC=$(KSRC) dpkg-buildpackage -b -us -uc -j1 \
+		>$(DEB_DIR)/build.log 2>&1 || \
+		{ tail -n 40 $(DEB_DIR)/build.log >&2; exit 1; }
+	@ls -1 $(DEB_DIR)/*.deb
+
+# The packages installed, used and purged in the test VM (stock kernel,
+# no module loaded by the runner): package_test.sh.
+package-test: deb tools
+	bash $(SELFTEST_DIR)/vm/run-vm.sh --no-module --timeout 1800 \
+		--out $(BUILD)/vm-out/package -- \
+		bash $(SELFTEST_DIR)/package_test.sh \
+		--tap $(BUILD)/vm-out/package/package.tap $(DEB_DIR)
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean

@@ -71,6 +71,9 @@ fi
 host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
 	kmod xz-utils fio e2fsprogs util-linux perl gnuplot-nox liburing-dev
 	linux-perf flex bison bc libelf-dev libssl-dev socat dmsetup"
+# Packaging (make deb) and the package test, whose VM sees this root:
+# dkms builds the module there, for the VM's kernel.
+host_pkgs="$host_pkgs dpkg-dev debhelper dh-dkms dkms fakeroot udev"
 
 have_all() {
 	local p
@@ -108,7 +111,8 @@ if [ -f "$env_file" ]; then
 	   [ -d "/usr/src/linux-headers-$KREL" ] &&
 	   [ -f "$KSRC/drivers/vhost/vhost.h" ] &&
 	   [ -f "$KSRC/scripts/checkpatch.pl" ] &&
-	   [ -f "$KSRC/include/uapi/linux/virtio_config.h" ]; then
+	   [ -f "$KSRC/include/uapi/linux/virtio_config.h" ] &&
+	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" = "$KVER" ]; then
 		log "kernel $KREL ready"
 		exit 0
 	fi
@@ -125,6 +129,17 @@ log "kernel release $krel (package version $kver)"
 # The image goes in like any kernel: /boot/vmlinuz-$krel and a modules
 # tree under /lib/modules that the VM sees through its 9p root.
 apt_install "linux-image-$krel-unsigned" "linux-headers-$krel"
+
+# linux-source-6.12 of the same version, installed: vhost-blk-dkms depends
+# on it (its vhost.h, /usr/src/linux-source-6.12.tar.xz), and the package
+# test installs that package in the VM, which sees this root.
+if [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" != "$kver" ]; then
+	apt_update
+	log "apt-get install linux-source-6.12=$kver"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends "linux-source-6.12=$kver" >/dev/null ||
+		die "apt-get install linux-source-6.12=$kver failed"
+fi
 
 # linux-source: only the files we need, never committed (build/ is ignored).
 ksrc=$build/linux-source-6.12

@@ -8,12 +8,14 @@
 # perf); one on the debug kernel (KASAN, lockdep, UBSAN, DEBUG_OBJECTS,
 # kmemleak) running in_vm.sh --pass debug (the selftests, the hostile
 # suite with fewer fuzzer requests, kmemleak and lockdep checks); then the
-# bridge's end-to-end test in a VM of its own, and the in-tree build with
-# its kselftest run (scripts/intree.sh).  Counts the TAP results they left
-# in $BUILD/vm-out/selftests (the debug VM's in its debug/ subdirectory,
-# named debug.*) with tap_count.sh, which prints why anything failed,
-# every skip with its reason, and last "N passed, N failed" (", N
-# skipped" when some were).  Each VM is a result of its own, "not ok"
+# Debian packages (make deb) installed, used and purged in a VM of their
+# own (package_test.sh), the bridge's end-to-end test in a VM of its own,
+# and the in-tree build with its kselftest run (scripts/intree.sh).
+# Counts the TAP results they left in $BUILD/vm-out/selftests (the debug
+# VM's in its debug/ subdirectory, named debug.*; the packages' in
+# package/) with tap_count.sh, which prints why anything failed, every
+# skip with its reason, and last "N passed, N failed" (", N skipped" when
+# some were).  Each VM is a result of its own, "not ok"
 # when it timed out, crashed or its kernel log shows a report (then with
 # the report).  Exits non-zero if anything failed or no test ran.
 #
@@ -22,8 +24,8 @@
 # (make fuzz-debug).
 #
 # Expects the programs built in $BUILD/selftests, vhost_blk.ko in the
-# repository root and $BUILD/module-debug/vhost_blk.ko with the debug
-# kernel (make all module-debug).
+# repository root, $BUILD/module-debug/vhost_blk.ko with the debug
+# kernel and the .debs in $BUILD/deb (make all module-debug deb).
 
 set -u
 shopt -s nullglob
@@ -60,8 +62,8 @@ usage() {
 Usage: $me [--fuzz-debug N]
 
 Run every vhost-blk test (make check): the bridge's unit tests, the test
-VM on the stock kernel and on the debug kernel, the bridge's end-to-end
-test; print "N passed, N failed" last.
+VM on the stock kernel and on the debug kernel, the Debian packages'
+test, the bridge's end-to-end test; print "N passed, N failed" last.
 
 Options:
   --fuzz-debug N  only the hostile-guest suite on the debug kernel, with N
@@ -211,6 +213,24 @@ run_vm stock "$out" "$timeout" -- bash "$here/in_vm.sh" "$bindir"
 note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
 run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
 
+# The Debian packages (make deb) in a VM of their own on the stock kernel,
+# with no module loaded by the runner: apt-get installs them (DKMS builds
+# vhost_blk.ko there), package_test.sh uses and purges them.
+# package/package.tap has its results, package/package.vm.tap the VM's.
+pkg_out=$out/package
+debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
+if [ "${#debs[@]}" -ge 2 ]; then
+	note "Debian packages: install with the DKMS build, use, purge (log: $pkg_out/package.log)"
+	run_vm package "$pkg_out" "$timeout" --no-module -- \
+		bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
+		"$BUILD/deb" "$bindir"
+else
+	note "no .debs in $BUILD/deb: run 'make deb'"
+	mkdir -p "$pkg_out"
+	printf 'TAP version 13\n1..1\nnot ok 1 - packages: no vhost-blk-dkms and vhost-blk-tools .debs in %s (make deb)\n' \
+		"$BUILD/deb" >"$pkg_out/package.tap"
+fi
+
 # The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, boots
 # a VM of its own; e2e.tap says what ran, a 'not ok' line if nothing did.
 note "bridge end-to-end test (about 7 min; log: $out/e2e.log)"
@@ -234,4 +254,4 @@ else
 fi
 
 # Count every result; the last line is the count.
-count "$out"/*.tap "$out"/debug/*.tap
+count "$out"/*.tap "$out"/debug/*.tap "$out"/package/*.tap

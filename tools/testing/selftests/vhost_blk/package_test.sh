@@ -1,0 +1,304 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The Debian packages (make deb) installed, used and purged inside the
+# test VM, on the stock kernel with no vhost_blk loaded by the runner
+# (make package-test runs: vm/run-vm.sh --no-module -- package_test.sh).
+# The VM's root is a tmpfs overlay over the host's: what is installed here
+# is gone when the VM powers off, and the host is not touched.  See --help.
+
+set -euo pipefail
+
+me=package_test.sh
+
+usage() {
+	cat <<EOF
+Usage: $me [--tap FILE] DEBDIR [BINDIR]
+
+Inside the test VM (vm/run-vm.sh --no-module): install
+DEBDIR/vhost-blk-dkms_*.deb and DEBDIR/vhost-blk-tools_*.deb with apt-get
+(DKMS builds vhost_blk.ko for the running kernel), check dkms status, the
+module's path, the modules-load.d snippet (systemd-modules-load loads it),
+the udev rule (systemd-udevd, started here, gives /dev/vhost-blk group kvm
+mode 0660), that a user in group kvm can open the node and one not in it
+gets EACCES, the PRE_BUILD refusal for a kernel series without its source,
+BINDIR/vhost_blk_ctl_test (default \$BUILD/selftests) against brd, then
+purge both packages and check that every file they made is gone.  Prints
+TAP; with --tap also writes it to FILE.  Command output goes to
+\$VHOST_BLK_VM_OUT/package.log, the selftest's TAP to
+\$VHOST_BLK_VM_OUT/package.vhost_blk_ctl_test.out.
+
+Options:
+  --tap FILE   write the TAP output to FILE as well
+  -h, --help   this text
+EOF
+}
+
+tap_file=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--tap)		[ $# -ge 2 ] || { echo "$me: --tap needs a file" >&2; exit 2; }
+			tap_file=$2; shift 2 ;;
+	-h|--help)	usage; exit 0 ;;
+	-*)		echo "$me: unknown option '$1' (see --help)" >&2; exit 2 ;;
+	*)		break ;;
+	esac
+done
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+	echo "$me: usage: $me [--tap FILE] DEBDIR [BINDIR]" >&2
+	exit 2
+fi
+debdir=$1
+bindir=${2:-${BUILD:-}/selftests}
+out=${VHOST_BLK_VM_OUT:?$me runs inside the test VM (vm/run-vm.sh --no-module)}
+log=$out/package.log
+[ -z "$tap_file" ] || : >"$tap_file"
+: >"$log"
+
+emit() {
+	printf '%s\n' "$*"
+	[ -z "$tap_file" ] || printf '%s\n' "$*" >>"$tap_file"
+}
+
+n=0
+failed=0
+ok() { n=$((n + 1)); emit "ok $n - $*"; }
+not_ok() {
+	n=$((n + 1))
+	failed=$((failed + 1))
+	emit "not ok $n - $*"
+}
+# check NAME WHY-IF-NOT COMMAND...: ok when COMMAND succeeds.
+check() {
+	local name=$1 why=$2
+
+	shift 2
+	if "$@" >>"$log" 2>&1; then
+		ok "$name"
+	else
+		not_ok "$name - $why (log: $log)"
+	fi
+}
+# run COMMAND...: into the log, with a header line, each line of output
+# stamped with the time it was complete (printf's %(...)T: no fork).
+run() {
+	printf '%(%T)T + %s\n' -1 "$*" >>"$log"
+	"$@" 2>&1 | while IFS= read -r line; do
+		printf '%(%T)T %s\n' -1 "$line"
+	done >>"$log"
+}
+
+plan=16
+emit "TAP version 13"
+emit "1..$plan"
+
+krel=$(uname -r)
+dkms_deb=$(ls "$debdir"/vhost-blk-dkms_*_all.deb 2>/dev/null | sort -V | tail -n 1 || true)
+tools_deb=$(ls "$debdir"/vhost-blk-tools_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -z "$dkms_deb" ] || [ -z "$tools_deb" ]; then
+	emit "Bail out! no vhost-blk-dkms_*_all.deb or vhost-blk-tools_*.deb in $debdir: run 'make deb'"
+	exit 1
+fi
+ver=$(dpkg-deb -f "$dkms_deb" Version)
+ver=${ver%-*}
+if grep -qw vhost_blk /proc/modules; then
+	emit "Bail out! vhost_blk is already loaded: run the VM with --no-module"
+	exit 1
+fi
+
+# The VM's /dev is a bare devtmpfs: no /dev/fd, which udev or systemd
+# would have made and dkms needs (for <(...)).  On the overlay, like any
+# other change here.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+# The VM runs the command in a chroot (the host root under an overlay):
+# udevadm would ignore requests there.
+export SYSTEMD_IGNORE_CHROOT=1
+
+# 1: apt-get installs both from the files, offline (every dependency is
+# already installed on the host root the VM sees); DKMS builds the module
+# in the postinst.
+t0=$(date +%s)
+if run env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	--no-install-recommends "$dkms_deb" "$tools_deb"; then
+	ok "install - apt-get install of both packages, DKMS build included: $(($(date +%s) - t0)) s"
+else
+	not_ok "install - apt-get install $dkms_deb $tools_deb failed after $(($(date +%s) - t0)) s (log: $log)"
+fi
+
+# 2: dkms status: this module installed for the running kernel, no
+# warning or error for anything.
+# dkms's compiler check runs 'readelf -p .comment' on the headers'
+# vmlinux, which has no such section: that warning is about the kernel.
+dkms_status() {
+	local s
+
+	s=$(dkms status 2>&1 || true)
+	printf '+ dkms status\n%s\n' "$s" >>"$log"
+	grep -v "^readelf: Warning: Section '.comment' was not dumped" <<<"$s" || true
+}
+
+status=$(dkms_status)
+if grep -qxF "vhost-blk/$ver, $krel, $(uname -m): installed" <<<"$status" &&
+   ! grep -qiE 'warning|error|broken|added$|built$' <<<"$status"; then
+	ok "dkms-status - vhost-blk/$ver installed for $krel"
+else
+	not_ok "dkms-status - expected 'vhost-blk/$ver, $krel, $(uname -m): installed' and nothing else amiss, got: $(tr '\n' ';' <<<"$status")"
+fi
+
+# 3: modprobe would load the DKMS build.
+modfile=$(modinfo -n vhost_blk 2>>"$log" || true)
+case $modfile in
+"/lib/modules/$krel/updates/dkms/vhost_blk.ko"*)
+	ok "module-path - $modfile" ;;
+*)	not_ok "module-path - modinfo -n vhost_blk is '$modfile', not /lib/modules/$krel/updates/dkms/vhost_blk.ko*" ;;
+esac
+
+# 4: the tools package's files.
+rule=/usr/lib/udev/rules.d/60-vhost-blk.rules
+snippet=/usr/lib/modules-load.d/vhost-blk.conf
+if [ -f "$rule" ] && grep -qE '^KERNEL=="vhost-blk", GROUP="kvm", MODE="0660"' "$rule" &&
+   [ -f "$snippet" ] && grep -qx vhost_blk "$snippet" &&
+   [ -f /usr/share/man/man8/vhost-blk-bridge.8.gz ] &&
+   run vhost-blk-bridge --help; then
+	ok "tools-files - udev rule, modules-load.d snippet, man page, vhost-blk-bridge --help"
+else
+	not_ok "tools-files - $rule, $snippet, the man page or vhost-blk-bridge --help missing or wrong"
+fi
+
+# 5: the dkms.conf refuses a kernel series it has no source for, saying
+# why.  (PRE_BUILD alone, in a scratch build dir.)
+scratch=$(mktemp -d)
+if (cd "$scratch" && "/usr/src/vhost-blk-$ver/dkms-vhost-h.sh" 6.99.1-fake-amd64) \
+	>"$scratch/out" 2>&1; then
+	not_ok "refuse-other-series - dkms-vhost-h.sh accepted kernel 6.99.1 without linux-source-6.99"
+elif grep -q 'install linux-source-6.99' "$scratch/out" &&
+     grep -q 'linux-source-6.99' "$scratch/make.log"; then
+	ok "refuse-other-series - PRE_BUILD refuses kernel 6.99.1: $(head -n 1 "$scratch/out")"
+else
+	not_ok "refuse-other-series - dkms-vhost-h.sh failed without the expected message: $(tr '\n' ' ' <"$scratch/out")"
+fi
+rm -rf "$scratch"
+
+# 6: udev.  The VM runs no udevd: start systemd-udevd here, so that the
+# rule is applied the way it is at boot, on the module's uevent.
+udevd=/lib/systemd/systemd-udevd
+if run "$udevd" --daemon && run udevadm settle --timeout=60; then
+	ok "udevd - systemd-udevd started"
+else
+	not_ok "udevd - $udevd --daemon failed"
+fi
+
+# 7: systemd-modules-load loads what the snippet lists, as at boot.
+if run /lib/systemd/systemd-modules-load "$snippet" &&
+   grep -qw vhost_blk /proc/modules; then
+	ok "modules-load - systemd-modules-load $snippet loaded vhost_blk"
+else
+	not_ok "modules-load - systemd-modules-load $snippet did not load vhost_blk"
+	run modprobe vhost_blk || true
+fi
+
+# 8: the module loaded is the DKMS build: the same GNU build ID (the
+# last 20 bytes of the sysfs note are its descriptor).
+loaded=$(od -An -tx1 -v /sys/module/vhost_blk/notes/.note.gnu.build-id 2>/dev/null |
+	 tr -d ' \n' || true)
+loaded=${loaded: -40}
+built=none
+if [ -n "$modfile" ] && xz -dc "$modfile" >/tmp/vhost_blk.ko 2>/dev/null ||
+   cp "$modfile" /tmp/vhost_blk.ko 2>/dev/null; then
+	built=$(readelf -n /tmp/vhost_blk.ko 2>/dev/null |
+		sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p' || true)
+fi
+if [ -n "$loaded" ] && [ "$loaded" = "$built" ]; then
+	ok "module-loaded - build ID $loaded, the DKMS build's"
+else
+	not_ok "module-loaded - loaded build ID '$loaded', DKMS build's '$built'"
+fi
+
+# 9: the node, as udev left it.
+run udevadm settle --timeout=60 || true
+perm=$(stat -c '%G %a' /dev/vhost-blk 2>&1 || true)
+if [ "$perm" = "kvm 660" ]; then
+	ok "node-perms - /dev/vhost-blk group kvm mode 0660"
+else
+	not_ok "node-perms - /dev/vhost-blk is '$perm', expected 'kvm 660'"
+fi
+
+# 10, 11: open(2) as an unprivileged user in group kvm, and not in it.
+kvm_gid=$(getent group kvm | cut -d: -f3 || true)
+uid=4242
+open_as() {	# open_as SETPRIV-GROUP-OPTION: stderr of the open
+	setpriv --reuid="$uid" --regid="$uid" "$1" \
+		bash -c 'exec 3<>/dev/vhost-blk' 2>&1
+}
+if [ ! -c /dev/vhost-blk ]; then
+	not_ok "kvm-user-open - no /dev/vhost-blk"
+elif [ -z "$kvm_gid" ]; then
+	not_ok "kvm-user-open - no group kvm"
+elif msg=$(open_as --groups="$kvm_gid"); then
+	ok "kvm-user-open - uid $uid in group kvm ($kvm_gid) opens /dev/vhost-blk"
+else
+	not_ok "kvm-user-open - uid $uid in group kvm cannot open /dev/vhost-blk: $msg"
+fi
+if [ ! -c /dev/vhost-blk ]; then
+	not_ok "other-user-eacces - no /dev/vhost-blk"
+elif msg=$(open_as --clear-groups); then
+	not_ok "other-user-eacces - uid $uid in no group opened /dev/vhost-blk"
+elif grep -q 'Permission denied' <<<"$msg"; then
+	ok "other-user-eacces - uid $uid in no group: EACCES"
+else
+	not_ok "other-user-eacces - expected EACCES, got: $msg"
+fi
+
+# 12: a selftest against the installed module, as in_vm.sh runs it.
+ctl_tap=$out/package.vhost_blk_ctl_test.out
+if [ -x "$bindir/vhost_blk_ctl_test" ]; then
+	VHOST_BLK_TEST_STRICT=1 VHOST_BLK_TEST_DEV=/dev/ram0 \
+		"$bindir/vhost_blk_ctl_test" >"$ctl_tap" 2>&1 && rc=0 || rc=$?
+	totals=$(sed -n 's/^# Totals: //p' "$ctl_tap")
+	if [ "$rc" = 0 ]; then
+		ok "ctl-selftest - vhost_blk_ctl_test on /dev/ram0: ${totals:-?}"
+	else
+		not_ok "ctl-selftest - vhost_blk_ctl_test on /dev/ram0 exited $rc: ${totals:-no totals}, see $ctl_tap"
+	fi
+else
+	not_ok "ctl-selftest - $bindir/vhost_blk_ctl_test missing: run 'make tools'"
+fi
+
+# 13: unloading.
+check module-unload "rmmod vhost_blk failed" rmmod vhost_blk
+run udevadm control --exit || true
+
+# 14: purge both.
+t0=$(date +%s)
+if run env DEBIAN_FRONTEND=noninteractive apt-get purge -y \
+	vhost-blk-dkms vhost-blk-tools; then
+	ok "purge - apt-get purge of both packages: $(($(date +%s) - t0)) s"
+else
+	not_ok "purge - apt-get purge vhost-blk-dkms vhost-blk-tools failed (log: $log)"
+fi
+
+# 15: nothing left behind.
+left=()
+for f in /lib/modules/"$krel"/updates/dkms/vhost_blk.ko* /var/lib/dkms/vhost-blk \
+	 "/usr/src/vhost-blk-$ver" "$rule" /lib/udev/rules.d/60-vhost-blk.rules \
+	 "$snippet" /usr/sbin/vhost-blk-bridge; do
+	[ ! -e "$f" ] || left+=("$f")
+done
+if [ ${#left[@]} -eq 0 ]; then
+	ok "purged-files - module, dkms tree, sources, udev rule, snippet, bridge gone"
+else
+	not_ok "purged-files - left behind: ${left[*]}"
+fi
+
+# 16: dkms knows nothing of it, and modprobe finds no vhost_blk.
+status=$(dkms_status)
+if grep -q vhost-blk <<<"$status"; then
+	not_ok "dkms-clean - dkms status still lists: $(tr '\n' ';' <<<"$status")"
+elif modinfo -n vhost_blk >>"$log" 2>&1; then
+	not_ok "dkms-clean - modinfo still finds vhost_blk"
+else
+	ok "dkms-clean - dkms status and modinfo know no vhost_blk"
+fi
+
+[ "$n" = "$plan" ] || emit "# ran $n tests, planned $plan"
+[ "$failed" = 0 ]
