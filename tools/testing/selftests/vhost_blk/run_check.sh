@@ -149,11 +149,16 @@ run_vm() {
 	shift 3
 	mkdir -p "$dir"
 	# run-vm.sh's messages (a dmesg report among them) go to the
-	# terminal and to run-vm.log.
-	bash "$here/vm/run-vm.sh" --timeout "$t" --out "$dir" \
-		--tcg-threads "$tcg_threads" "$@" 2> >(tee "$dir/run-vm.log" >&2)
-	rc=$?
-	wait
+	# terminal and to run-vm.log: its stderr through tee, its stdout
+	# around it (fd 3).  A pipeline, not a process substitution, so
+	# that nothing is left to wait for: another VM may be running in
+	# the background, and a bare 'wait' would wait for it too.
+	{
+		bash "$here/vm/run-vm.sh" --timeout "$t" --out "$dir" \
+			--tcg-threads "$tcg_threads" "$@" 2>&1 1>&3 3>&- |
+			tee "$dir/run-vm.log" >&2
+		rc=${PIPESTATUS[0]}
+	} 3>&1
 	# The VM itself is a result: whatever ran in it, a failed VM fails
 	# the run; a report in its kernel log is quoted.
 	{
@@ -207,28 +212,38 @@ else
 		>"$out/host.bridge-unit.tap"
 fi
 
-note "selftests on the stock kernel (log: $out/console.log)"
-run_vm stock "$out" "$timeout" -- bash "$here/in_vm.sh" "$bindir"
-
-note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
-run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
-
+pkg_pid=
 # The Debian packages (make deb) in a VM of their own on the stock kernel,
 # with no module loaded by the runner: apt-get installs them (DKMS builds
 # vhost_blk.ko there), package_test.sh uses and purges them.
 # package/package.tap has its results, package/package.vm.tap the VM's.
+# Most of its 13 min is the DKMS build and depmod under TCG, on one vCPU
+# thread: it runs beside the stock and the debug VM, each of which also
+# keeps one host CPU busy, and is waited for after them.
 pkg_out=$out/package
 debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
 if [ "${#debs[@]}" -ge 2 ]; then
 	note "Debian packages: install with the DKMS build, use, purge (log: $pkg_out/package.log)"
 	run_vm package "$pkg_out" "$timeout" --no-module -- \
 		bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
-		"$BUILD/deb" "$bindir"
+		"$BUILD/deb" "$bindir" &
+	pkg_pid=$!
 else
 	note "no .debs in $BUILD/deb: run 'make deb'"
 	mkdir -p "$pkg_out"
 	printf 'TAP version 13\n1..1\nnot ok 1 - packages: no vhost-blk-dkms and vhost-blk-tools .debs in %s (make deb)\n' \
 		"$BUILD/deb" >"$pkg_out/package.tap"
+fi
+
+note "selftests on the stock kernel (log: $out/console.log)"
+run_vm stock "$out" "$timeout" -- bash "$here/in_vm.sh" "$bindir"
+
+note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
+run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
+
+if [ -n "$pkg_pid" ]; then
+	wait "$pkg_pid"
+	note "Debian packages: $(grep -c '^ok' "$pkg_out/package.tap" 2>/dev/null) ok, $(grep -c '^not ok' "$pkg_out/package.tap" 2>/dev/null) not ok"
 fi
 
 # The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, boots
