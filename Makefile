@@ -8,8 +8,10 @@
 #   make tools      userspace only
 #   make debug-kernel  the KASAN + lockdep test kernel (cached, built once)
 #   make module-debug  vhost_blk.ko for it, in build/module-debug
-#   make check      build, boot the test VM (stock and debug kernel), run
-#                   every selftest
+#   make module-6.1 vhost_blk.ko for Debian's 6.1 LTS kernel, in
+#                   build/module-6.1
+#   make check      build, boot the test VM (6.12: stock and debug kernel;
+#                   6.1), run every selftest
 #   make fuzz-debug the hostile-guest suite with 10^6 fuzzer requests per
 #                   backend on the debug kernel (hours)
 #   make bench      the benchmark matrix in the test VM (bench/results/)
@@ -25,7 +27,7 @@ BUILD ?= $(TOP)/build
 export BUILD
 
 -include $(BUILD)/kernel.env
-export KREL KSRC
+export KREL KSRC KREL_61 KSRC_61
 
 KDIR  := /usr/src/linux-headers-$(KREL)
 SELFTEST_DIR := tools/testing/selftests/vhost_blk
@@ -38,11 +40,11 @@ USER_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror \
 	-I$(TOP)/include/uapi -I$(KSRC)/include/uapi
 export USER_CFLAGS
 
-KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
+KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h drivers/vhost/blk_compat.h \
 	include/uapi/linux/vhost_blk.h
 
 .PHONY: all deps module tools check bench demo checkpatch intree clean \
-	debug-kernel module-debug fuzz-debug deb package-test
+	debug-kernel module-debug module-6.1 fuzz-debug deb package-test
 
 all: module tools
 
@@ -65,23 +67,39 @@ debug-kernel: $(BUILD)/kernel.env
 # next to the sources, so it builds from a copy in $(DEBUG_MOD) and the
 # stock module in the top directory is left alone.  lockdep must be on in
 # it: a lockdep_assert_held() calls lock_is_held_type() only then.
+#
+# copy-module-src DIR: Kbuild and the module's sources into DIR (cp -p:
+# unchanged files keep their times, so kbuild rebuilds only what changed).
+define copy-module-src
+	@mkdir -p $(1)/drivers/vhost $(1)/include/uapi/linux
+	@cp -p Kbuild $(1)/
+	@cp -p drivers/vhost/blk.c drivers/vhost/blk_trace.h drivers/vhost/blk_compat.h $(1)/drivers/vhost/
+	@cp -p include/uapi/linux/vhost_blk.h $(1)/include/uapi/linux/
+endef
+
 DEBUG_MOD := $(BUILD)/module-debug
 module-debug: debug-kernel
-	@mkdir -p $(DEBUG_MOD)/drivers/vhost $(DEBUG_MOD)/include/uapi/linux
-	@cp -p Kbuild $(DEBUG_MOD)/
-	@cp -p drivers/vhost/blk.c drivers/vhost/blk_trace.h $(DEBUG_MOD)/drivers/vhost/
-	@cp -p include/uapi/linux/vhost_blk.h $(DEBUG_MOD)/include/uapi/linux/
+	$(call copy-module-src,$(DEBUG_MOD))
 	@dk=$$(bash scripts/debug-kernel.sh --path) && \
 	$(MAKE) -C $$dk/src O=$$dk/obj M=$(DEBUG_MOD) KSRC=$$dk/src modules
 	@test "$$(nm -u $(DEBUG_MOD)/vhost_blk.ko | grep -cw lock_is_held_type)" -gt 0 || \
 		{ echo "$(DEBUG_MOD)/vhost_blk.ko does not call lock_is_held_type: lockdep is off in its build" >&2; exit 1; }
+
+# vhost_blk.ko for Debian 12's default kernel, 6.1 LTS (KREL_61 from
+# deps.sh), against its headers and its own vhost.h, from a copy in
+# $(MOD_61): drivers/vhost/blk_compat.h fills in what 6.1 lacks.
+MOD_61 := $(BUILD)/module-6.1
+module-6.1: $(BUILD)/kernel.env
+	$(call copy-module-src,$(MOD_61))
+	$(MAKE) -C /usr/src/linux-headers-$(KREL_61) M=$(MOD_61) \
+		KSRC=$(KSRC_61) modules
 
 tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests
 	$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools all $(BUILD)/tools/vhost-blk-bridge-test
 	$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench
 
-check: all module-debug deb
+check: all module-debug module-6.1 deb
 	bash $(SELFTEST_DIR)/run_check.sh
 
 # The long fuzz run: FUZZ_DEBUG_REQUESTS (default 10^6) fuzzer requests per
@@ -134,7 +152,7 @@ package-test: deb tools
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean
-	rm -rf $(DEBUG_MOD)
+	rm -rf $(DEBUG_MOD) $(MOD_61)
 	-$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests clean
 	-$(MAKE) -C $(BRIDGE_DIR) OUT=$(BUILD)/tools clean
 	-$(MAKE) -C $(BENCH_DIR) OUT=$(BUILD)/vhost-blk-bench clean

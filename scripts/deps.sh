@@ -1,17 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Install everything vhost-blk needs on a Debian 12 machine, and pick one
-# Debian 6.12 kernel release N for which the image, the headers and the
-# source package all exist.  Idempotent: a second run with everything in
-# place only re-reads the stamp file and returns.
+# Install everything vhost-blk needs on a Debian 12 machine, and pick, for
+# each of Debian 12's two kernel series, one release for which the image,
+# the headers and the source package all exist: 6.12 (backports, the one
+# everything runs on) and 6.1 (the default kernel, the module and its
+# selftests are tested on it too).  Idempotent: a second run with
+# everything in place only re-reads the stamp file and returns.
 #
 # Output: $BUILD/kernel.env, sourced by the Makefile and the VM runner:
 #   KREL=6.12.N+deb12-amd64   KVER=6.12.N-...   KSRC=$BUILD/linux-source-6.12
+#   KREL_61=6.1.0-N-amd64     KVER_61=6.1.M-... KSRC_61=$BUILD/linux-source-6.1
 #
-# deps.sh --pick-release only prints the release it would pick, from the
-# apt cache as it is (no root, no install): scripts/deps_test.sh runs it
-# against a fake apt-cache.
+# deps.sh --pick-release [SERIES] only prints the release it would pick
+# for SERIES (6.12 or 6.1, default 6.12), from the apt cache as it is (no
+# root, no install): scripts/deps_test.sh runs it against a fake apt-cache.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,34 +37,42 @@ madison_versions() {
 		awk -F'|' '$3 ~ / Packages[[:space:]]*$/ { gsub(/[[:space:]]/, "", $2); print $2 }'
 }
 
-# Pick a release: VHOST_BLK_KREL forces one, else the newest N for which
-# the unsigned image, the headers and linux-source-6.12 of the same
-# version are all served.
+# Pick a release of SERIES (6.12 or 6.1): VHOST_BLK_KREL (6.12) or
+# VHOST_BLK_KREL_61 (6.1) forces one, else the newest release for which the
+# unsigned image, the headers and linux-source-SERIES of the same version
+# are all served.  Releases are 6.12.N+deb12-amd64 and 6.1.0-N-amd64.
 pick_release() {
-	local n ver sources
-	if [ -n "${VHOST_BLK_KREL:-}" ]; then
-		echo "$VHOST_BLK_KREL"
+	local series=$1 forced krel ver sources re
+
+	case "$series" in
+	6.12) forced=${VHOST_BLK_KREL:-} ;;
+	6.1)  forced=${VHOST_BLK_KREL_61:-} ;;
+	*)    die "unknown kernel series '$series' (6.12 or 6.1)" ;;
+	esac
+	if [ -n "$forced" ]; then
+		echo "$forced"
 		return
 	fi
-	sources=$(madison_versions linux-source-6.12)
-	for n in $(apt-cache pkgnames linux-image-6.12. |
-		   sed -n 's/^linux-image-\(6\.12\.[0-9]*\)+deb12-amd64-unsigned$/\1/p' |
-		   sort -rV); do
-		ver=$(madison_versions "linux-image-$n+deb12-amd64-unsigned" |
+	sources=$(madison_versions "linux-source-$series")
+	# 6.1.0-N-amd64 or 6.12.N+deb12-amd64; not -cloud or -rt, and 6.1
+	# must not take 6.12's.
+	re="^linux-image-\(${series//./\\.}\.[0-9][-.0-9]*\(+deb12\)\{0,1\}-amd64\)-unsigned\$"
+	for krel in $(apt-cache pkgnames "linux-image-$series." |
+		      sed -n "s/$re/\\1/p" | sort -rV); do
+		ver=$(madison_versions "linux-image-$krel-unsigned" |
 		      awk 'NR == 1 { v = $0 } END { print v }')
 		[ -n "$ver" ] || continue
-		[ -n "$(madison_versions "linux-headers-$n+deb12-amd64")" ] ||
-			continue
+		[ -n "$(madison_versions "linux-headers-$krel")" ] || continue
 		printf '%s\n' "$sources" |
 			awk -v v="$ver" '$0 == v { found = 1 } END { exit !found }' ||
 			continue
-		echo "$n+deb12-amd64"
+		echo "$krel"
 		return
 	done
 }
 
 if [ "${1:-}" = --pick-release ]; then
-	pick_release
+	pick_release "${2:-6.12}"
 	exit 0
 fi
 
@@ -103,32 +114,74 @@ apt_install() {
 # shellcheck disable=SC2086
 apt_install $host_pkgs
 
-# Reuse the release chosen earlier as long as it is still complete.
+# series_ready SERIES KREL KVER KSRC: everything of a series is in place.
+series_ready() {
+	[ -n "$2" ] && [ -f "/boot/vmlinuz-$2" ] &&
+	[ -d "/usr/src/linux-headers-$2" ] &&
+	[ -f "$4/drivers/vhost/vhost.h" ] &&
+	[ -f "$4/include/uapi/linux/virtio_config.h" ] &&
+	[ "$(cat "$4/.version" 2>/dev/null)" = "$3" ]
+}
+
+# Reuse the releases chosen earlier as long as they are still complete.
 if [ -f "$env_file" ]; then
+	KREL= KVER= KSRC= KREL_61= KVER_61= KSRC_61=
 	# shellcheck disable=SC1090
 	. "$env_file"
-	if [ -f "/boot/vmlinuz-$KREL" ] &&
-	   [ -d "/usr/src/linux-headers-$KREL" ] &&
-	   [ -f "$KSRC/drivers/vhost/vhost.h" ] &&
+	if series_ready 6.12 "$KREL" "$KVER" "$KSRC" &&
 	   [ -f "$KSRC/scripts/checkpatch.pl" ] &&
-	   [ -f "$KSRC/include/uapi/linux/virtio_config.h" ] &&
-	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" = "$KVER" ]; then
-		log "kernel $KREL ready"
+	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" = "$KVER" ] &&
+	   series_ready 6.1 "$KREL_61" "$KVER_61" "$KSRC_61"; then
+		log "kernels $KREL and $KREL_61 ready"
 		exit 0
 	fi
 fi
 
+# unpack_source SERIES VERSION PATHS...: the given paths of
+# linux-source-SERIES.tar.xz of that version into $build/linux-source-SERIES,
+# never committed (build/ is ignored).  Reuses the downloaded package.
+unpack_source() {
+	local series=$1 ver=$2 dl=$build/dl ksrc=$build/linux-source-$1 p
+	local paths=()
 
-apt_update
-krel=$(pick_release)
-[ -n "$krel" ] || die "no 6.12 release with image, headers and source found"
-kver=$(madison_versions "linux-image-$krel-unsigned" |
-       awk 'NR == 1 { v = $0 } END { print v }')
-log "kernel release $krel (package version $kver)"
+	shift 2
+	for p in "$@"; do
+		paths+=("linux-source-$series/$p")
+	done
+	mkdir -p "$dl"
+	if ! ls "$dl/linux-source-${series}_${ver//:/%3a}_all.deb" >/dev/null 2>&1; then
+		log "downloading linux-source-$series=$ver"
+		(cd "$dl" && apt-get download -q "linux-source-$series=$ver") ||
+			die "apt-get download linux-source-$series=$ver failed"
+	fi
+	rm -rf "$ksrc" "$build/src-deb"
+	dpkg-deb -x "$dl/linux-source-${series}_${ver//:/%3a}_all.deb" \
+		"$build/src-deb" || die "dpkg-deb -x linux-source-$series failed"
+	log "extracting $* from linux-source-$series.tar.xz"
+	tar -xJf "$build/src-deb/usr/src/linux-source-$series.tar.xz" \
+		-C "$build" "${paths[@]}" ||
+		die "extracting from linux-source-$series.tar.xz failed"
+	rm -rf "$build/src-deb"
+	echo "$ver" >"$ksrc/.version"
+}
 
-# The image goes in like any kernel: /boot/vmlinuz-$krel and a modules
-# tree under /lib/modules that the VM sees through its 9p root.
-apt_install "linux-image-$krel-unsigned" "linux-headers-$krel"
+# setup_series SERIES: pick a release and install its image and headers;
+# sets krel and kver.
+setup_series() {
+	apt_update
+	krel=$(pick_release "$1")
+	[ -n "$krel" ] ||
+		die "no $1 release with image, headers and source found"
+	kver=$(madison_versions "linux-image-$krel-unsigned" |
+	       awk 'NR == 1 { v = $0 } END { print v }')
+	log "kernel $1: release $krel (package version $kver)"
+	# The image goes in like any kernel: /boot/vmlinuz-$krel and a
+	# modules tree under /lib/modules that the VM sees through its 9p root.
+	apt_install "linux-image-$krel-unsigned" "linux-headers-$krel"
+}
+
+setup_series 6.12
+krel_612=$krel kver_612=$kver
 
 # linux-source-6.12 of the same version, installed: vhost-blk-dkms depends
 # on it (its vhost.h, /usr/src/linux-source-6.12.tar.xz), and the package
@@ -140,39 +193,29 @@ if [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" != "$kver"
 		--no-install-recommends "linux-source-6.12=$kver" >/dev/null ||
 		die "apt-get install linux-source-6.12=$kver failed"
 fi
+# The 6.12 tree also gives the selftest harness, checkpatch and the uapi
+# headers the tools build with.
+if ! series_ready 6.12 "$krel" "$kver" "$build/linux-source-6.12" ||
+   [ ! -f "$build/linux-source-6.12/scripts/checkpatch.pl" ]; then
+	unpack_source 6.12 "$kver" drivers/vhost \
+		tools/testing/selftests/kselftest.h \
+		tools/testing/selftests/kselftest_harness.h \
+		scripts/checkpatch.pl scripts/spelling.txt \
+		scripts/const_structs.checkpatch include/uapi/linux
+fi
 
-# linux-source: only the files we need, never committed (build/ is ignored).
-ksrc=$build/linux-source-6.12
-if [ ! -f "$ksrc/drivers/vhost/vhost.h" ] || [ ! -f "$ksrc/.version" ] ||
-   [ ! -f "$ksrc/include/uapi/linux/virtio_config.h" ] ||
-   [ "$(cat "$ksrc/.version")" != "$kver" ]; then
-	dl=$build/dl
-	mkdir -p "$dl"
-	if ! ls "$dl"/linux-source-6.12_"${kver//:/%3a}"_all.deb >/dev/null 2>&1; then
-		log "downloading linux-source-6.12=$kver"
-		(cd "$dl" && apt-get download -q "linux-source-6.12=$kver") ||
-			die "apt-get download linux-source-6.12=$kver failed"
-	fi
-	rm -rf "$ksrc" "$build/src-deb"
-	dpkg-deb -x "$dl"/linux-source-6.12_*"_all.deb" "$build/src-deb" ||
-		die "dpkg-deb -x linux-source failed"
-	log "extracting vhost, selftest harness and checkpatch from the tarball"
-	tar -xJf "$build"/src-deb/usr/src/linux-source-6.12.tar.xz -C "$build" \
-		linux-source-6.12/drivers/vhost \
-		linux-source-6.12/tools/testing/selftests/kselftest.h \
-		linux-source-6.12/tools/testing/selftests/kselftest_harness.h \
-		linux-source-6.12/scripts/checkpatch.pl \
-		linux-source-6.12/scripts/spelling.txt \
-		linux-source-6.12/scripts/const_structs.checkpatch \
-		linux-source-6.12/include/uapi/linux ||
-		die "extracting from linux-source-6.12.tar.xz failed"
-	rm -rf "$build/src-deb"
-	echo "$kver" >"$ksrc/.version"
+# 6.1: the module is built against its headers and its vhost.h.
+setup_series 6.1
+if ! series_ready 6.1 "$krel" "$kver" "$build/linux-source-6.1"; then
+	unpack_source 6.1 "$kver" drivers/vhost include/uapi/linux
 fi
 
 cat >"$env_file" <<EOT
-KREL=$krel
-KVER=$kver
-KSRC=$ksrc
+KREL=$krel_612
+KVER=$kver_612
+KSRC=$build/linux-source-6.12
+KREL_61=$krel
+KVER_61=$kver
+KSRC_61=$build/linux-source-6.1
 EOT
-log "kernel $krel ready"
+log "kernels $krel_612 and $krel ready"

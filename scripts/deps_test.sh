@@ -62,7 +62,8 @@ run() {
 	local got rc
 
 	got=$(FAKE_APT=$tmp/$1 PATH=$tmp/bin:$PATH BUILD=$tmp/build \
-		VHOST_BLK_KREL= bash "$here/deps.sh" --pick-release 2>"$tmp/$1.err")
+		VHOST_BLK_KREL= VHOST_BLK_KREL_61= \
+		bash "$here/deps.sh" --pick-release "${3:-6.12}" 2>"$tmp/$1.err")
 	rc=$?
 	if [ "$rc" = 0 ] && [ "$got" = "$2" ]; then
 		tap ok "$1: picks '$2'"
@@ -108,6 +109,24 @@ d=$tmp/nothing
 mkdir -p "$d"
 pkg "$d" linux-image-6.12.118+deb12-amd64-unsigned 6.12.118-1~deb12u1 Packages
 run nothing ""
+
+# 5. The 6.1 series, beside 6.12 and the cloud and rt flavours: the newest
+#    6.1.0-N whose source is served, never a 6.12 release.
+d=$tmp/series-6.1
+mkdir -p "$d"
+cp "$tmp/all-served"/* "$d/"
+pkg "$d" linux-image-6.1.0-56-amd64-unsigned 6.1.192-2 Packages
+pkg "$d" linux-headers-6.1.0-56-amd64 6.1.192-2 Packages
+pkg "$d" linux-image-6.1.0-57-amd64-unsigned 6.1.192-3 Packages
+pkg "$d" linux-headers-6.1.0-57-amd64 6.1.192-3 Packages
+pkg "$d" linux-image-6.1.0-58-cloud-amd64-unsigned 6.1.193-1 Packages
+pkg "$d" linux-headers-6.1.0-58-cloud-amd64 6.1.193-1 Packages
+pkg "$d" linux-source-6.1 6.1.192-2 Packages
+pkg "$d" linux-source-6.1 6.1.193-1 Packages
+pkg "$d" linux-source-6.1 6.1.192-3 Sources
+run series-6.1 6.1.0-56-amd64 6.1
+cp -r "$d" "$tmp/series-6.1-keeps-6.12"
+run series-6.1-keeps-6.12 6.12.118+deb12-amd64 6.12
 
 echo "1..$n"
 exit $failed

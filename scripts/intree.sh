@@ -27,7 +27,7 @@ kselftests there:
      (make deps downloads it) twice under $base, once
      kept clean for O= builds (src/, objects in obj/) and once for a
      build in the source tree (tree/); later runs reuse them;
-  2. apply our files: drivers/vhost/blk.c, blk_trace.h and
+  2. apply our files: drivers/vhost/blk.c, blk_trace.h, blk_compat.h and
      include/uapi/linux/vhost_blk.h copied, the drivers/vhost/Kconfig and
      drivers/vhost/Makefile fragments merged into the kernel's;
   3. x86_64 defconfig + tools/testing/selftests/vhost_blk/config +
@@ -184,6 +184,7 @@ apply() {
 
 	put "$top/drivers/vhost/blk.c" "$t/drivers/vhost/blk.c"
 	put "$top/drivers/vhost/blk_trace.h" "$t/drivers/vhost/blk_trace.h"
+	put "$top/drivers/vhost/blk_compat.h" "$t/drivers/vhost/blk_compat.h"
 	put "$top/include/uapi/linux/vhost_blk.h" "$t/include/uapi/linux/vhost_blk.h"
 	merge_kconfig "$t/drivers/vhost/Kconfig"
 	merge_makefile "$t/drivers/vhost/Makefile"

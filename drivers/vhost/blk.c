@@ -6,9 +6,9 @@
  * backend (a block device or a raw image file).  A vhost worker takes
  * requests off the rings and turns them into bios on the guest's own pages
  * (block device) or asynchronous direct-I/O kiocbs through the VFS, as
- * pread(2)/pwrite(2) on the backend fd would go (regular file).  I/O completion only queues work: the worker
- * writes status bytes and the used ring in batches and signals the guest
- * once per batch.
+ * pread(2)/pwrite(2) on the backend fd would go (regular file).  I/O
+ * completion only queues work: the worker writes status bytes and the used
+ * ring in batches and signals the guest once per batch.
  *
  * Only the owner changes state: every ioctl that does, or that touches the
  * rings (which live in the caller's mm), checks vhost_dev_check_owner()
@@ -40,7 +40,6 @@
 #include <linux/pagemap.h>
 #include <linux/sizes.h>
 #include <linux/sched/clock.h>
-#include <linux/sched/vhost_task.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include <linux/vhost.h>
@@ -49,6 +48,7 @@
 #include <linux/wait_bit.h>
 
 #include "vhost.h"
+#include "blk_compat.h"
 
 #define CREATE_TRACE_POINTS
 #include "blk_trace.h"
@@ -305,7 +305,7 @@ static void vhost_blk_bio_end_io(struct bio *bio)
 
 	if (req->dirty) {
 		/* Releases the pages and the bio, deferring if needed. */
-		bio_check_pages_dirty(bio);
+		vhost_blk_bio_check_pages_dirty(bio);
 	} else {
 		bio_release_pages(bio, false);
 		bio_put(bio);
@@ -483,11 +483,12 @@ static void vhost_blk_sync_stop(struct vhost_blk *blk)
  * that the device reads them and does not have them land on its writes
  * later; with @drop (a write) their cached pages are dropped too, so that
  * their reads see the device's data.  A no-op when nothing is cached.
+ * The fd's mapping is the block device's page cache.
  */
-static int vhost_blk_cache_sync(struct block_device *bdev, sector_t sector,
+static int vhost_blk_cache_sync(struct vhost_blk_backend *be, sector_t sector,
 				u64 len, bool drop)
 {
-	struct address_space *mapping = bdev->bd_mapping;
+	struct address_space *mapping = be->file->f_mapping;
 	loff_t pos = (loff_t)sector << SECTOR_SHIFT;
 	loff_t end = pos + len - 1;
 	int ret;
@@ -515,7 +516,10 @@ static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 		seg = &req->segs[i];
 		sector = le64_to_cpu(seg->sector);
 		nr = le32_to_cpu(seg->num_sectors);
-		ret = vhost_blk_cache_sync(bdev, sector,
+		/* An empty range is done (6.1's block layer calls it EINVAL). */
+		if (!nr)
+			continue;
+		ret = vhost_blk_cache_sync(req->be, sector,
 					   (u64)nr << SECTOR_SHIFT, true);
 		if (ret)
 			break;
@@ -598,7 +602,7 @@ static void vhost_blk_submit_bio(struct vhost_blk_req *req,
 			return;
 		}
 		if (req->dirty)
-			bio_set_pages_dirty(bio);
+			vhost_blk_bio_set_pages_dirty(bio);
 		sector += bio->bi_iter.bi_size >> SECTOR_SHIFT;
 		atomic_inc(&req->pending);
 		submit_bio(bio);
@@ -736,7 +740,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 		vhost_blk_submit_kiocb(req, iter, write);
 		return 0;
 	}
-	ret = vhost_blk_cache_sync(be->bdev, req->sector, req->len, write);
+	ret = vhost_blk_cache_sync(be, req->sector, req->len, write);
 	if (ret)
 		return ret;
 	/* fsnotify in done_work, as for a file's asynchronous kiocb. */
@@ -904,7 +908,7 @@ static void vhost_blk_signal(struct vhost_blk_vq *bvq)
 
 	sent = vhost_blk_need_notify(vq);
 	if (sent) {
-		eventfd_signal(vq->call_ctx.ctx);
+		vhost_blk_eventfd_signal(vq->call_ctx.ctx);
 		bvq->stats.notifies++;
 	} else {
 		bvq->stats.notifies_suppressed++;
@@ -1223,7 +1227,7 @@ static void vhost_blk_done_work(struct vhost_work *work)
 		 */
 		if (req->be->bdev && req->type == VIRTIO_BLK_T_OUT &&
 		    status == VIRTIO_BLK_S_OK)
-			vhost_blk_cache_sync(req->be->bdev, req->sector,
+			vhost_blk_cache_sync(req->be, req->sector,
 					     req->len, true);
 		/* What the VFS does for a read or write that completes at once. */
 		if (req->notify && status == VIRTIO_BLK_S_OK) {
@@ -2162,16 +2166,14 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		return vhost_blk_set_mem_table(blk, argp);
 	case VHOST_RESET_OWNER:
 		return vhost_blk_reset_owner(blk);
-	case VHOST_NEW_WORKER:
-	case VHOST_FREE_WORKER:
-	case VHOST_ATTACH_VRING_WORKER:
-	case VHOST_GET_VRING_WORKER:
-		mutex_lock(&blk->dev.mutex);
-		ret = vhost_worker_ioctl(&blk->dev, ioctl, argp);
-		mutex_unlock(&blk->dev.mutex);
-		return ret;
 	default:
 		mutex_lock(&blk->dev.mutex);
+		/* Per-queue workers, where the kernel has them. */
+		ret = vhost_blk_worker_ioctl(&blk->dev, ioctl, argp);
+		if (ret != -ENOIOCTLCMD) {
+			mutex_unlock(&blk->dev.mutex);
+			return ret;
+		}
 		ret = vhost_dev_ioctl(&blk->dev, ioctl, argp);
 		if (ret == -ENOIOCTLCMD)
 			ret = vhost_vring_ioctl(&blk->dev, ioctl, argp);
@@ -2215,6 +2217,7 @@ module_init(vhost_blk_init);
 static void __exit vhost_blk_exit(void)
 {
 	misc_deregister(&vhost_blk_misc);
+	vhost_blk_compat_exit();
 	kmem_cache_destroy(vhost_blk_req_cache);
 }
 module_exit(vhost_blk_exit);

@@ -15,6 +15,9 @@
 # suite (hostile.tap) and, on the stock kernel, the benchmark smoke run
 # and the perf check.
 #
+# On Debian's 6.1 kernel (--pass 6.1) every TAP file's name starts with
+# "6.1.", and there is no bench or perf run.
+#
 # On the debug kernel (--pass debug) every TAP file's name starts with
 # "debug.", and there is no bench or perf run.  Instead kmemleak forgets
 # what boot left before the tests, and is scanned after them and again
@@ -22,7 +25,7 @@
 # be on at the end (debug.lockdep.tap), because any lockdep report or a
 # taint turns it off, and every lockdep_assert_held() with it.
 #
-# Usage: in_vm.sh [--pass stock|debug] [--fuzz-requests N] [--hostile-only]
+# Usage: in_vm.sh [--pass stock|debug|6.1] [--fuzz-requests N] [--hostile-only]
 #                 BINDIR
 
 set -u
@@ -41,11 +44,14 @@ BINDIR against brd, null_blk and a file on ext4, then the hostile-guest
 suite; TAP files in \$VHOST_BLK_VM_OUT.
 
 Options:
-  --pass stock|debug   stock (default): then the bench smoke run and the
+  --pass stock|debug|6.1
+                       stock (default): then the bench smoke run and the
                        perf check.  debug: TAP files named debug.*, no
                        bench or perf; kmemleak cleared before the tests,
                        scanned after them and after unloading vhost_blk;
-                       lockdep must still be on at the end
+                       lockdep must still be on at the end.  6.1 (on
+                       Debian's 6.1 LTS kernel): TAP files named 6.1.*,
+                       no bench or perf
   --fuzz-requests N    fuzzer requests per backend (hostile.sh --requests;
                        default: hostile.sh's)
   --hostile-only       only the hostile-guest suite, no selftest programs
@@ -76,7 +82,8 @@ done
 case "$pass" in
 stock)	prefix= ;;
 debug)	prefix=debug. ;;
-*)	bad_usage "--pass: stock or debug, not '$pass'" ;;
+6.1)	prefix=6.1. ;;
+*)	bad_usage "--pass: stock, debug or 6.1, not '$pass'" ;;
 esac
 if [ -n "$fuzz_requests" ] && ! [[ $fuzz_requests =~ ^[0-9]+$ ]]; then
 	bad_usage "--fuzz-requests: '$fuzz_requests' is not a number"
@@ -224,11 +231,13 @@ fi
 # ---- the selftest programs on each backend
 
 
+# Every backend is set up before the first test runs.
 errs=$(mktemp)
 hostile_backends=()
+declare -A devs
 for name in brd nullb ext4; do
 	if dev=$("setup_$name" 2>"$errs") && [ -n "$dev" ]; then
-		run_backend "$name" "$dev"
+		devs[$name]=$dev
 		hostile_backends+=("$name=$dev")
 	else
 		# Counted as one failed test.
@@ -239,6 +248,18 @@ for name in brd nullb ext4; do
 	fi
 done
 rm -f "$errs"
+
+# The tests' scratch files (a file backend of their own, a loop device's
+# image) go to /tmp, a tmpfs, when the backend is a block device.  tmpfs
+# has O_DIRECT only since 6.6: on 6.1 they go to the ext4 file system.
+if [ "$pass" = 6.1 ] && [ -n "${devs[ext4]:-}" ]; then
+	export VHOST_BLK_SCRATCH_DIR=${devs[ext4]%/*}
+	note "scratch files in $VHOST_BLK_SCRATCH_DIR (no O_DIRECT on tmpfs before 6.6)"
+fi
+
+for name in brd nullb ext4; do
+	[ -z "${devs[$name]:-}" ] || run_backend "$name" "${devs[$name]}"
+done
 
 # The hostile-guest suite: the malformed-request contract, the seeded
 # fuzzer (by default 100,000 requests over the backends) and the stress
@@ -262,6 +283,20 @@ if [ "$pass" = stock ]; then
 	# The tracepoints through perf, on brd.
 	bash "$here/perf_check.sh" "$bindir" /dev/ram0 >"$out/perf.tap" 2>&1
 	note "perf: $(grep -c '^ok' "$out/perf.tap") of 4 ok"
+	exit 0
+fi
+
+# 6.1: the module unloads after the tests (blk_compat.h's deferred work
+# flushed).
+if [ "$pass" = 6.1 ]; then
+	tap=$out/6.1.unload.tap
+	printf 'TAP version 13\n1..1\n' >"$tap"
+	if msg=$(rmmod vhost_blk 2>&1); then
+		echo "ok 1 - rmmod vhost_blk" >>"$tap"
+	else
+		echo "not ok 1 - rmmod vhost_blk: $msg" >>"$tap"
+		note "rmmod vhost_blk failed: $msg"
+	fi
 	exit 0
 fi
 

@@ -5,19 +5,22 @@
 # picker's and the bridge's host-side unit tests; one test VM
 # (vm/run-vm.sh) on Debian's stock kernel running in_vm.sh (every selftest
 # program against every backend, the hostile suite, the bench smoke run,
-# perf); one on the debug kernel (KASAN, lockdep, UBSAN, DEBUG_OBJECTS,
-# kmemleak) running in_vm.sh --pass debug (the selftests, the hostile
-# suite with fewer fuzzer requests, kmemleak and lockdep checks); then the
-# Debian packages (make deb) installed, used and purged in a VM of their
-# own (package_test.sh), the bridge's end-to-end test in a VM of its own,
-# and the in-tree build with its kselftest run (scripts/intree.sh).
-# Counts the TAP results they left in $BUILD/vm-out/selftests (the debug
-# VM's in its debug/ subdirectory, named debug.*; the packages' in
+# perf); one on Debian 12's default kernel, 6.1 LTS, running in_vm.sh
+# --pass 6.1 (the selftests, the hostile suite and the fuzzer, with the
+# module built for 6.1); one on the debug kernel (KASAN, lockdep, UBSAN,
+# DEBUG_OBJECTS, kmemleak) running in_vm.sh --pass debug (the selftests,
+# the hostile suite with fewer fuzzer requests, kmemleak and lockdep
+# checks); then the Debian packages (make deb) installed, used and purged
+# in a VM of their own (package_test.sh), the bridge's end-to-end test in
+# a VM of its own, and the in-tree build with its kselftest run
+# (scripts/intree.sh).  Counts the TAP results they left in
+# $BUILD/vm-out/selftests (the 6.1 VM's in its 6.1/ subdirectory, named
+# 6.1.*; the debug VM's in debug/, named debug.*; the packages' in
 # package/) with tap_count.sh, which prints why anything failed, every
 # skip with its reason, and last "N passed, N failed" (", N skipped" when
-# some were).  Each VM is a result of its own, "not ok"
-# when it timed out, crashed or its kernel log shows a report (then with
-# the report).  Exits non-zero if anything failed or no test ran.
+# some were).  Each VM is a result of its own, "not ok" when it timed
+# out, crashed or its kernel log shows a report (then with the report).
+# Exits non-zero if anything failed or no test ran.
 #
 # With --fuzz-debug N it runs only the hostile-guest suite on the debug
 # kernel, N fuzzer requests per backend, into $BUILD/vm-out/fuzz-debug
@@ -25,7 +28,8 @@
 #
 # Expects the programs built in $BUILD/selftests, vhost_blk.ko in the
 # repository root, $BUILD/module-debug/vhost_blk.ko with the debug
-# kernel and the .debs in $BUILD/deb (make all module-debug deb).
+# kernel, $BUILD/module-6.1/vhost_blk.ko and the .debs in $BUILD/deb
+# (make all module-debug module-6.1 deb).
 
 set -u
 shopt -s nullglob
@@ -238,6 +242,21 @@ fi
 note "selftests on the stock kernel (log: $out/console.log)"
 run_vm stock "$out" "$timeout" -- bash "$here/in_vm.sh" "$bindir"
 
+# Debian 12's default kernel, 6.1 LTS: the module built for it (make
+# module-6.1, drivers/vhost/blk_compat.h), every selftest program, the
+# hostile suite and the fuzzer, then rmmod.  About 3 min.
+ko_61=$BUILD/module-6.1/vhost_blk.ko
+if [ -f "$ko_61" ]; then
+	note "selftests on the 6.1 kernel (log: $out/6.1/console.log)"
+	run_vm 6.1 "$out/6.1" "$timeout" --kernel 6.1 -- \
+		bash "$here/in_vm.sh" --pass 6.1 "$bindir"
+else
+	note "no $ko_61: run 'make module-6.1'"
+	mkdir -p "$out/6.1"
+	printf 'TAP version 13\n1..1\nnot ok 1 - 6.1 VM: no %s (make module-6.1)\n' \
+		"$ko_61" >"$out/6.1/6.1.vm.tap"
+fi
+
 note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
 run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
 
@@ -269,4 +288,4 @@ else
 fi
 
 # Count every result; the last line is the count.
-count "$out"/*.tap "$out"/debug/*.tap "$out"/package/*.tap
+count "$out"/*.tap "$out"/6.1/*.tap "$out"/debug/*.tap "$out"/package/*.tap

@@ -197,6 +197,30 @@ static inline bool backend_has_write_zeroes(int fd)
 	       backend_queue_limit(fd, "write_zeroes_max_bytes");
 }
 
+/*
+ * Where a test makes scratch files: VHOST_BLK_SCRATCH_DIR, else next to a
+ * file backend (a real file system), else /tmp.  The files must allow
+ * O_DIRECT: in_vm.sh points VHOST_BLK_SCRATCH_DIR away from /tmp where
+ * tmpfs has none (before 6.6).
+ */
+static inline const char *scratch_dir(struct env *e, char *buf, size_t len)
+{
+	const char *dir = getenv("VHOST_BLK_SCRATCH_DIR");
+	struct stat st;
+	char *slash;
+
+	if (dir && *dir)
+		return dir;
+	if (fstat(e->backend_fd, &st) || !S_ISREG(st.st_mode))
+		return "/tmp";
+	snprintf(buf, len, "%s", e->path);
+	slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return "/tmp";
+	*slash = 0;
+	return buf;
+}
+
 /* Open a device on @e's guest memory, serial and backend. */
 static inline int env_open_dev(struct env *e, struct vblk_dev *dev,
 			       unsigned int nvqs, unsigned int max_indirect,

@@ -8,7 +8,9 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <sys/utsname.h>
 
 #include "kselftest_harness.h"
 
@@ -90,32 +92,31 @@ static bool backend_is_bdev(int fd)
 }
 
 /*
- * Threads of this process named vhost-<pid>: the device's workers.  Pin
- * them to @cpu when @cpu >= 0.  Returns how many there are.
+ * Tasks named vhost-<pid> in @dir (/proc/self/task or /proc): the device's
+ * workers.  Pin them to @cpu when @cpu >= 0.  Returns how many there are.
  */
-static int vhost_workers(int cpu)
+static int vhost_workers_in(const char *dir_path, int cpu)
 {
 	char path[300], comm[32], want[32];
 	struct dirent *d;
 	int n = 0;
 	DIR *dir;
 
-	snprintf(want, sizeof(want), "vhost-%d", getpid());
-	dir = opendir("/proc/self/task");
+	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
+	dir = opendir(dir_path);
 	if (!dir)
 		return -1;
 	while ((d = readdir(dir))) {
 		FILE *f;
 
-		if (d->d_name[0] == '.')
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+		snprintf(path, sizeof(path), "%s/%s/comm", dir_path,
 			 d->d_name);
 		f = fopen(path, "r");
 		if (!f)
 			continue;
-		if (fgets(comm, sizeof(comm), f) &&
-		    !strncmp(comm, want, strlen(want))) {
+		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want)) {
 			n++;
 			if (cpu >= 0) {
 				cpu_set_t set;
@@ -132,7 +133,35 @@ static int vhost_workers(int cpu)
 	return n;
 }
 
-/* Wait for exited workers of earlier devices to leave /proc/self/task. */
+/*
+ * The device's workers: threads of this process since 6.4 (vhost_task),
+ * kthreads of their own before, as on 6.1.
+ */
+static int vhost_workers(int cpu)
+{
+	int threads = vhost_workers_in("/proc/self/task", cpu);
+	int kthreads = vhost_workers_in("/proc", cpu);
+
+	if (threads < 0 || kthreads < 0)
+		return -1;
+	return threads + kthreads;
+}
+
+/*
+ * Whether the kernel has per-queue workers (VHOST_NEW_WORKER and its kin,
+ * since 6.5).  A kernel that has them must not answer ENOTTY.
+ */
+static bool kernel_has_vhost_workers(void)
+{
+	struct utsname u;
+	unsigned int major = 0, minor = 0;
+
+	if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return true;
+	return major > 6 || (major == 6 && minor >= 5);
+}
+
+/* Wait for exited workers of earlier devices to leave /proc. */
 static int vhost_workers_settled(int want)
 {
 	int i, n = 0;
@@ -424,6 +453,13 @@ TEST_F(fastpath, per_queue_workers_serve_all_queues_at_once)
 	env_reopen(_metadata, &self->e, nvqs, 0, 0);
 	dev = &self->e.dev;
 	ASSERT_EQ(1, vhost_workers_settled(1));
+	if (!kernel_has_vhost_workers()) {
+		struct vhost_worker_state w = {};
+
+		ASSERT_EQ(-1, ioctl(dev->fd, VHOST_NEW_WORKER, &w));
+		ASSERT_EQ(ENOTTY, errno);
+		SKIP(return, "no per-queue workers before 6.5 (VHOST_NEW_WORKER: ENOTTY)");
+	}
 
 	for (q = 0; q < nvqs; q++) {
 		struct vhost_worker_state w = {};
@@ -485,6 +521,13 @@ TEST_F(fastpath, one_worker_by_default)
 	struct vhost_vring_worker a = { .index = 0 }, b = { .index = 3 };
 
 	env_reopen(_metadata, &self->e, 4, 0, 0);
+	if (!kernel_has_vhost_workers()) {
+		/* Absent, and said so: one worker all the same. */
+		ASSERT_EQ(-1, ioctl(self->e.dev.fd, VHOST_GET_VRING_WORKER, &a));
+		ASSERT_EQ(ENOTTY, errno);
+		ASSERT_EQ(1, vhost_workers_settled(1));
+		return;
+	}
 	ASSERT_EQ(0, VBLK_IOCTL(self->e.dev.fd, VHOST_GET_VRING_WORKER, &a));
 	ASSERT_EQ(0, VBLK_IOCTL(self->e.dev.fd, VHOST_GET_VRING_WORKER, &b));
 	ASSERT_EQ(a.worker_id, b.worker_id);

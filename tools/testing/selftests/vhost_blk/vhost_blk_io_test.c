@@ -1030,28 +1030,6 @@ TEST_F(vhost_blk, write_zeroes_without_device_support_is_not_offered_and_unsupp)
 }
 
 /*
- * Where a test makes scratch files: VHOST_BLK_SCRATCH_DIR, else next to a
- * file backend (a real file system), else /tmp.
- */
-static const char *scratch_dir(struct env *e, char *buf, size_t len)
-{
-	const char *dir = getenv("VHOST_BLK_SCRATCH_DIR");
-	struct stat st;
-	char *slash;
-
-	if (dir && *dir)
-		return dir;
-	if (fstat(e->backend_fd, &st) || !S_ISREG(st.st_mode))
-		return "/tmp";
-	snprintf(buf, len, "%s", e->path);
-	slash = strrchr(buf, '/');
-	if (!slash || slash == buf)
-		return "/tmp";
-	*slash = 0;
-	return buf;
-}
-
-/*
  * Bind a free loop device to @file_fd (LOOP_CTL_GET_FREE, LOOP_CONFIGURE),
  * to be detached on its last close.  Returns its fd, open read-write, its
  * path in @name; or -errno.

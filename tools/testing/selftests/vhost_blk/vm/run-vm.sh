@@ -24,10 +24,13 @@ a throw-away tmpfs overlay; the output directory is shared read-write at
 the same path.  A single COMMAND argument is run with 'bash -c'.
 
 Options:
-  --kernel KIND      stock (default): Debian's kernel from \$BUILD/kernel.env;
+  --kernel KIND      stock (default): Debian's 6.12 kernel from
+                     \$BUILD/kernel.env (KREL);
                      debug: the KASAN + lockdep + kmemleak build of the same
                      source (make debug-kernel), with its modules and
-                     \$BUILD/module-debug/vhost_blk.ko (make module-debug)
+                     \$BUILD/module-debug/vhost_blk.ko (make module-debug);
+                     6.1: Debian 12's default kernel, 6.1 LTS (KREL_61),
+                     with \$BUILD/module-6.1/vhost_blk.ko (make module-6.1)
   --timeout SECONDS  kill the VM after this long (default 600; 2400 with
                      --kernel debug)
   --mem MIB          guest memory (default 2048; 3072 with --kernel debug)
@@ -46,19 +49,20 @@ Options:
 
 Environment:
   BUILD                       build directory (default $repo/build)
-  VHOST_BLK_VM_KERNEL         stock or debug: the default of --kernel
+  VHOST_BLK_VM_KERNEL         stock, debug or 6.1: the default of --kernel
   VHOST_BLK_VM_ACCEL          kvm, tcg or auto (default auto: KVM only if a
                               cached probe boot showed that it works)
   VHOST_BLK_VM_QEMU           QEMU binary (default qemu-system-x86_64)
   VHOST_BLK_VM_MODULE         module to insmod (default $repo/vhost_blk.ko,
-                              or \$BUILD/module-debug/vhost_blk.ko with
-                              --kernel debug)
+                              \$BUILD/module-debug/vhost_blk.ko with
+                              --kernel debug, \$BUILD/module-6.1/vhost_blk.ko
+                              with --kernel 6.1)
   VHOST_BLK_VM_DMESG_IGNORE   extended regex of kernel log lines the
                               dmesg check ignores
   VHOST_BLK_VM_KEEP           1: keep the temporary run directory
 
 COMMAND sees BUILD, PATH and every VHOST_BLK_* variable of the caller, and
-VHOST_BLK_VM=1, VHOST_BLK_VM_KERNEL=stock|debug and VHOST_BLK_VM_OUT=DIR.
+VHOST_BLK_VM=1, VHOST_BLK_VM_KERNEL=stock|debug|6.1 and VHOST_BLK_VM_OUT=DIR.
 DIR receives dmesg.log (the full kernel log) and console.log (the raw
 serial console).
 
@@ -122,11 +126,11 @@ done
 [ $# -gt 0 ] || die 2 "no command given (usage: ${0##*/} [OPTIONS] -- COMMAND [ARGS...])"
 
 case "$kind" in
-stock)	timeout_s=${timeout_s:-600}; mem=${mem:-2048} ;;
+stock|6.1) timeout_s=${timeout_s:-600}; mem=${mem:-2048} ;;
 # KASAN, lockdep and kmemleak make the kernel several times slower under
 # TCG, and KASAN's shadow and quarantine take memory.
 debug)	timeout_s=${timeout_s:-2400}; mem=${mem:-3072} ;;
-*)	die 2 "--kernel: stock or debug, not '$kind'" ;;
+*)	die 2 "--kernel: stock, debug or 6.1, not '$kind'" ;;
 esac
 
 # check_uint OPTION VALUE MIN
@@ -148,10 +152,14 @@ env_file=$BUILD/kernel.env
 [ -f "$env_file" ] || die 2 "$env_file not found: run 'make deps' first"
 BUILD=$(cd "$BUILD" && pwd)
 env_file=$BUILD/kernel.env
-KREL=
+KREL= KREL_61=
 # shellcheck source=/dev/null
 . "$env_file"
 [ -n "$KREL" ] || die 2 "$env_file does not set KREL: run 'make deps'"
+if [ "$kind" = 6.1 ]; then
+	[ -n "$KREL_61" ] || die 2 "$env_file does not set KREL_61: run 'make deps'"
+	KREL=$KREL_61
+fi
 
 # The debug kernel's modules are not under /lib/modules: modprobe on the
 # host is pointed at its tree with -d, and stage 2 links it into the VM's
@@ -159,7 +167,8 @@ KREL=
 modprobe_root=()
 vm_moddir=
 default_ko=$repo/vhost_blk.ko
-if [ "$kind" = stock ]; then
+if [ "$kind" != debug ]; then
+	[ "$kind" = stock ] || default_ko=$BUILD/module-$kind/vhost_blk.ko
 	kernel=/boot/vmlinuz-$KREL
 	moddir=/lib/modules/$KREL
 	[ -r "$kernel" ] || die 2 "kernel image $kernel not found: run 'make deps'"
@@ -190,10 +199,10 @@ done
 
 ko=${VHOST_BLK_VM_MODULE:-$default_ko}
 if [ "$no_module" = 0 ] && [ ! -f "$ko" ]; then
-	if [ "$kind" = stock ]; then
-		die 2 "$ko not found: build it with 'make module', or pass --no-module"
-	fi
-	die 2 "$ko not found: build it with 'make module-debug', or pass --no-module"
+	case "$kind" in
+	stock) die 2 "$ko not found: build it with 'make module', or pass --no-module" ;;
+	*) die 2 "$ko not found: build it with 'make module-$kind', or pass --no-module" ;;
+	esac
 fi
 ko=$(cd "$(dirname "$ko")" && pwd)/${ko##*/}
 
@@ -216,7 +225,7 @@ mkdir -p "$cache" || die 2 "cannot create $cache"
 
 # ---------------------------------------------------------------- initramfs
 #
-# busybox-static, the 9p/overlay modules of $KREL (and what they depend on,
+# busybox-static, the virtio-pci/9p/overlay modules of $KREL (and what they depend on,
 # decompressed so that busybox insmod can load them) and vm/init.  Rebuilt
 # only when one of those inputs changes.
 
@@ -227,7 +236,8 @@ initramfs_modules() {
 	local m
 
 	# One module per call: modprobe takes further words as parameters.
-	for m in 9pnet_virtio 9p overlay; do
+	# virtio_pci is built in on 6.12 and a module on 6.1.
+	for m in virtio_pci 9pnet_virtio 9p overlay; do
 		modprobe "${modprobe_root[@]}" -S "$KREL" --show-depends "$m" || return
 	done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }'
 }
@@ -236,7 +246,7 @@ build_initramfs() {
 	local mods key tmp m name
 
 	mods=$(initramfs_modules) ||
-		die 2 "modprobe ${modprobe_root[*]} -S $KREL --show-depends 9pnet_virtio 9p overlay failed"
+		die 2 "modprobe ${modprobe_root[*]} -S $KREL --show-depends virtio_pci 9pnet_virtio 9p overlay failed"
 	# (The debug kernel has them built in.)
 	[ -n "$mods" ] || [ "$kind" = debug ] ||
 		die 2 "no 9p/overlay modules found in $moddir"
