@@ -9,6 +9,7 @@
  * The backend is VHOST_BLK_TEST_DEV (see vblk_test.h).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <limits.h>
 #include <poll.h>
 #include <sys/inotify.h>
@@ -653,6 +654,84 @@ TEST_F(vhost_blk_trust, guest_io_is_charged_to_the_vmm_cgroup)
 				TH_LOG("type %u: nothing charged", types[i]);
 	}
 	free(buf);
+}
+
+/* The first line of @path (without its newline) into @buf; 0 or -1. */
+static int read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	if (fgets(buf, len, f)) {
+		buf[strcspn(buf, "\n")] = 0;
+		ret = 0;
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * Tasks named @comm in @dir (/proc/self/task, or /proc for kthreads): how
+ * many, and how many of them are in the cgroup @cgroup (a line of
+ * /proc/PID/cgroup).
+ */
+static void tasks_in_cgroup(const char *dir_path, const char *comm,
+			    const char *cgroup, int *found, int *inside)
+{
+	char path[300], line[PATH_MAX];
+	struct dirent *d;
+	DIR *dir = opendir(dir_path);
+
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/comm", dir_path, d->d_name);
+		if (read_line(path, line, sizeof(line)) || strcmp(line, comm))
+			continue;
+		(*found)++;
+		snprintf(path, sizeof(path), "%s/%s/cgroup", dir_path,
+			 d->d_name);
+		if (!read_line(path, line, sizeof(line)) && !strcmp(line, cgroup))
+			(*inside)++;
+	}
+	closedir(dir);
+}
+
+/*
+ * The tasks that work for the guest, the vhost worker (vhost-PID) and the
+ * sync task (vhost-blk-PID), are in the VMM's cgroup: threads of the VMM
+ * on 6.12, kthreads moved there on 6.1.  A FLUSH makes sure the sync task
+ * has run.
+ */
+TEST_F(vhost_blk_trust, worker_and_sync_task_are_in_the_vmm_cgroup)
+{
+	struct env *e = &self->e;
+	char ours[PATH_MAX], comm[2][32];
+	int i, found, inside;
+
+	reopen_in_cgroup(_metadata, self);
+	ASSERT_EQ(0, read_line("/proc/self/cgroup", ours, sizeof(ours)));
+	expect_result(_metadata,
+		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_FLUSH, 0,
+			   NULL, 0, NULL),
+		      VIRTIO_BLK_S_OK, 1, "FLUSH");
+	snprintf(comm[0], sizeof(comm[0]), "vhost-%d", getpid());
+	snprintf(comm[1], sizeof(comm[1]), "vhost-blk-%d", getpid());
+	for (i = 0; i < 2; i++) {
+		found = 0;
+		inside = 0;
+		tasks_in_cgroup("/proc/self/task", comm[i], ours, &found,
+				&inside);
+		tasks_in_cgroup("/proc", comm[i], ours, &found, &inside);
+		EXPECT_EQ(1, found) TH_LOG("tasks named %s", comm[i]);
+		EXPECT_EQ(found, inside)
+			TH_LOG("%s: %d of %d in %s", comm[i], inside, found,
+			       ours);
+	}
 }
 
 /*
