@@ -131,7 +131,8 @@ if [ -f "$env_file" ]; then
 	if series_ready 6.12 "$KREL" "$KVER" "$KSRC" &&
 	   [ -f "$KSRC/scripts/checkpatch.pl" ] &&
 	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" = "$KVER" ] &&
-	   series_ready 6.1 "$KREL_61" "$KVER_61" "$KSRC_61"; then
+	   series_ready 6.1 "$KREL_61" "$KVER_61" "$KSRC_61" &&
+	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null)" = "$KVER_61" ]; then
 		log "kernels $KREL and $KREL_61 ready"
 		exit 0
 	fi
@@ -139,28 +140,34 @@ fi
 
 # unpack_source SERIES VERSION PATHS...: the given paths of
 # linux-source-SERIES.tar.xz of that version into $build/linux-source-SERIES,
-# never committed (build/ is ignored).  Reuses the downloaded package.
+# never committed (build/ is ignored): from /usr/src when that version of
+# the package is installed, else from the package, downloaded once.
 unpack_source() {
 	local series=$1 ver=$2 dl=$build/dl ksrc=$build/linux-source-$1 p
-	local paths=()
+	local tarball=/usr/src/linux-source-$1.tar.xz
+	local deb paths=()
 
 	shift 2
 	for p in "$@"; do
 		paths+=("linux-source-$series/$p")
 	done
-	mkdir -p "$dl"
-	if ! ls "$dl/linux-source-${series}_${ver//:/%3a}_all.deb" >/dev/null 2>&1; then
-		log "downloading linux-source-$series=$ver"
-		(cd "$dl" && apt-get download -q "linux-source-$series=$ver") ||
-			die "apt-get download linux-source-$series=$ver failed"
-	fi
 	rm -rf "$ksrc" "$build/src-deb"
-	dpkg-deb -x "$dl/linux-source-${series}_${ver//:/%3a}_all.deb" \
-		"$build/src-deb" || die "dpkg-deb -x linux-source-$series failed"
-	log "extracting $* from linux-source-$series.tar.xz"
-	tar -xJf "$build/src-deb/usr/src/linux-source-$series.tar.xz" \
-		-C "$build" "${paths[@]}" ||
-		die "extracting from linux-source-$series.tar.xz failed"
+	if [ "$(dpkg-query -W -f='${Version}' "linux-source-$series" 2>/dev/null)" != "$ver" ] ||
+	   [ ! -f "$tarball" ]; then
+		deb=$dl/linux-source-${series}_${ver//:/%3a}_all.deb
+		mkdir -p "$dl"
+		if [ ! -f "$deb" ]; then
+			log "downloading linux-source-$series=$ver"
+			(cd "$dl" && apt-get download -q "linux-source-$series=$ver") ||
+				die "apt-get download linux-source-$series=$ver failed"
+		fi
+		dpkg-deb -x "$deb" "$build/src-deb" ||
+			die "dpkg-deb -x linux-source-$series failed"
+		tarball=$build/src-deb/usr/src/linux-source-$series.tar.xz
+	fi
+	log "extracting $* from $tarball"
+	tar -xJf "$tarball" -C "$build" "${paths[@]}" ||
+		die "extracting from $tarball failed"
 	rm -rf "$build/src-deb"
 	echo "$ver" >"$ksrc/.version"
 }
@@ -204,8 +211,17 @@ if ! series_ready 6.12 "$krel" "$kver" "$build/linux-source-6.12" ||
 		scripts/const_structs.checkpatch include/uapi/linux
 fi
 
-# 6.1: the module is built against its headers and its vhost.h.
+# 6.1: the module is built against its headers and its vhost.h, and the
+# package test's second VM builds it with DKMS on 6.1, from
+# linux-source-6.1 installed as a user would install it.
 setup_series 6.1
+if [ "$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null)" != "$kver" ]; then
+	apt_update
+	log "apt-get install linux-source-6.1=$kver"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends "linux-source-6.1=$kver" >/dev/null ||
+		die "apt-get install linux-source-6.1=$kver failed"
+fi
 if ! series_ready 6.1 "$krel" "$kver" "$build/linux-source-6.1"; then
 	unpack_source 6.1 "$kver" drivers/vhost include/uapi/linux
 fi

@@ -11,16 +11,17 @@
 # DEBUG_OBJECTS, kmemleak) running in_vm.sh --pass debug (the selftests,
 # the hostile suite with fewer fuzzer requests, kmemleak and lockdep
 # checks); then the Debian packages (make deb) installed, used and purged
-# in a VM of their own (package_test.sh), the bridge's end-to-end test in
-# a VM of its own, and the in-tree build with its kselftest run
-# (scripts/intree.sh).  Counts the TAP results they left in
+# in VMs of their own, on 6.12 and on 6.1 (package_test.sh), the bridge's
+# end-to-end test in a VM of its own, and the in-tree build with its
+# kselftest run (scripts/intree.sh).  Counts the TAP results they left in
 # $BUILD/vm-out/selftests (the 6.1 VM's in its 6.1/ subdirectory, named
 # 6.1.*; the debug VM's in debug/, named debug.*; the packages' in
-# package/) with tap_count.sh, which prints why anything failed, every
-# skip with its reason, and last "N passed, N failed" (", N skipped" when
-# some were).  Each VM is a result of its own, "not ok" when it timed
-# out, crashed or its kernel log shows a report (then with the report).
-# Exits non-zero if anything failed or no test ran.
+# package/ and package-6.1/) with tap_count.sh, which prints why anything
+# failed, every skip with its reason, and last "N passed, N failed"
+# (", N skipped" when some were).  Each VM is a result of its own,
+# "not ok" when it timed out, crashed or its kernel log shows a report
+# (then with the report).  Exits non-zero if anything failed or no test
+# ran.
 #
 # With --fuzz-debug N it runs only the hostile-guest suite on the debug
 # kernel, N fuzzer requests per backend, into $BUILD/vm-out/fuzz-debug
@@ -217,20 +218,28 @@ else
 fi
 
 pkg_pid=
-# The Debian packages (make deb) in a VM of their own on the stock kernel,
-# with no module loaded by the runner: apt-get installs them (DKMS builds
-# vhost_blk.ko there), package_test.sh uses and purges them.
-# package/package.tap has its results, package/package.vm.tap the VM's.
-# Most of its 13 min is the DKMS build and depmod under TCG, on one vCPU
-# thread: it runs beside the stock and the debug VM, each of which also
-# keeps one host CPU busy, and is waited for after them.
+# The Debian packages (make deb) in VMs of their own, first on the stock
+# kernel, then on 6.1, with no module loaded by the runner: apt-get
+# installs them (DKMS builds vhost_blk.ko there), package_test.sh uses and
+# purges them.  package/package.tap and package-6.1/package-6.1.tap have
+# their results, NAME.vm.tap the VMs'.  Most of their 4 to 6 min each is
+# the DKMS build and depmod under TCG, on one vCPU thread: they run one
+# after the other beside the stock, 6.1 and debug VMs, each of which also
+# keeps one host CPU busy, and are waited for after them.
 pkg_out=$out/package
+pkg61_out=$out/package-6.1
 debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
 if [ "${#debs[@]}" -ge 2 ]; then
-	note "Debian packages: install with the DKMS build, use, purge (log: $pkg_out/package.log)"
-	run_vm package "$pkg_out" "$timeout" --no-module -- \
-		bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
-		"$BUILD/deb" "$bindir" &
+	note "Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log)"
+	{
+		run_vm package "$pkg_out" "$timeout" --no-module -- \
+			bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
+			"$BUILD/deb" "$bindir"
+		run_vm package-6.1 "$pkg61_out" "$timeout" --no-module \
+			--kernel 6.1 -- \
+			bash "$here/package_test.sh" \
+			--tap "$pkg61_out/package-6.1.tap" "$BUILD/deb" "$bindir"
+	} &
 	pkg_pid=$!
 else
 	note "no .debs in $BUILD/deb: run 'make deb'"
@@ -262,7 +271,9 @@ run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
 
 if [ -n "$pkg_pid" ]; then
 	wait "$pkg_pid"
-	note "Debian packages: $(grep -c '^ok' "$pkg_out/package.tap" 2>/dev/null) ok, $(grep -c '^not ok' "$pkg_out/package.tap" 2>/dev/null) not ok"
+	for tap in "$pkg_out/package.tap" "$pkg61_out/package-6.1.tap"; do
+		note "Debian packages ($tap): $(grep -c '^ok' "$tap" 2>/dev/null) ok, $(grep -c '^not ok' "$tap" 2>/dev/null) not ok"
+	done
 fi
 
 # The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, boots
@@ -288,4 +299,5 @@ else
 fi
 
 # Count every result; the last line is the count.
-count "$out"/*.tap "$out"/6.1/*.tap "$out"/debug/*.tap "$out"/package/*.tap
+count "$out"/*.tap "$out"/6.1/*.tap "$out"/debug/*.tap "$out"/package/*.tap \
+	"$out"/package-6.1/*.tap
