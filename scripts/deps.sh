@@ -130,6 +130,7 @@ if [ -f "$env_file" ]; then
 	. "$env_file"
 	if series_ready 6.12 "$KREL" "$KVER" "$KSRC" &&
 	   [ -f "$KSRC/scripts/checkpatch.pl" ] &&
+	   [ -f "$build/dl/linux-source-6.12_${KVER//:/%3a}_all.deb" ] &&
 	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" = "$KVER" ] &&
 	   series_ready 6.1 "$KREL_61" "$KVER_61" "$KSRC_61" &&
 	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null)" = "$KVER_61" ]; then
@@ -140,34 +141,31 @@ fi
 
 # unpack_source SERIES VERSION PATHS...: the given paths of
 # linux-source-SERIES.tar.xz of that version into $build/linux-source-SERIES,
-# never committed (build/ is ignored): from /usr/src when that version of
-# the package is installed, else from the package, downloaded once.
+# never committed (build/ is ignored), from the package downloaded once
+# into $build/dl: the debug kernel, make intree and the end-to-end test's
+# guest kernel are built from that .deb too.
 unpack_source() {
 	local series=$1 ver=$2 dl=$build/dl ksrc=$build/linux-source-$1 p
-	local tarball=/usr/src/linux-source-$1.tar.xz
-	local deb paths=()
+	local deb=$build/dl/linux-source-${1}_${2//:/%3a}_all.deb
+	local paths=()
 
 	shift 2
 	for p in "$@"; do
 		paths+=("linux-source-$series/$p")
 	done
-	rm -rf "$ksrc" "$build/src-deb"
-	if [ "$(dpkg-query -W -f='${Version}' "linux-source-$series" 2>/dev/null)" != "$ver" ] ||
-	   [ ! -f "$tarball" ]; then
-		deb=$dl/linux-source-${series}_${ver//:/%3a}_all.deb
-		mkdir -p "$dl"
-		if [ ! -f "$deb" ]; then
-			log "downloading linux-source-$series=$ver"
-			(cd "$dl" && apt-get download -q "linux-source-$series=$ver") ||
-				die "apt-get download linux-source-$series=$ver failed"
-		fi
-		dpkg-deb -x "$deb" "$build/src-deb" ||
-			die "dpkg-deb -x linux-source-$series failed"
-		tarball=$build/src-deb/usr/src/linux-source-$series.tar.xz
+	mkdir -p "$dl"
+	if [ ! -f "$deb" ]; then
+		log "downloading linux-source-$series=$ver"
+		(cd "$dl" && apt-get download -q "linux-source-$series=$ver") ||
+			die "apt-get download linux-source-$series=$ver failed"
 	fi
-	log "extracting $* from $tarball"
-	tar -xJf "$tarball" -C "$build" "${paths[@]}" ||
-		die "extracting from $tarball failed"
+	rm -rf "$ksrc" "$build/src-deb"
+	dpkg-deb -x "$deb" "$build/src-deb" ||
+		die "dpkg-deb -x linux-source-$series failed"
+	log "extracting $* from linux-source-$series.tar.xz"
+	tar -xJf "$build/src-deb/usr/src/linux-source-$series.tar.xz" \
+		-C "$build" "${paths[@]}" ||
+		die "extracting from linux-source-$series.tar.xz failed"
 	rm -rf "$build/src-deb"
 	echo "$ver" >"$ksrc/.version"
 }
@@ -203,7 +201,8 @@ fi
 # The 6.12 tree also gives the selftest harness, checkpatch and the uapi
 # headers the tools build with.
 if ! series_ready 6.12 "$krel" "$kver" "$build/linux-source-6.12" ||
-   [ ! -f "$build/linux-source-6.12/scripts/checkpatch.pl" ]; then
+   [ ! -f "$build/linux-source-6.12/scripts/checkpatch.pl" ] ||
+   [ ! -f "$build/dl/linux-source-6.12_${kver//:/%3a}_all.deb" ]; then
 	unpack_source 6.12 "$kver" drivers/vhost \
 		tools/testing/selftests/kselftest.h \
 		tools/testing/selftests/kselftest_harness.h \
