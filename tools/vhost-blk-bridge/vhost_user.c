@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -98,16 +99,27 @@ static void close_fds(struct vu_msg *m)
 	m->nfds = 0;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /*
  * Read exactly len bytes into buf, gathering SCM_RIGHTS descriptors into
- * m.  The first read blocks (the caller saw the socket readable); later
- * ones wait at most timeout_ms.  1: done; 0: EOF before the first byte;
- * -1: error in err (EOF after some bytes included).
+ * m.  The first read of a message blocks (the caller saw the socket
+ * readable) and starts its deadline, *deadline (CLOCK_MONOTONIC ms, 0
+ * until then): the whole message must arrive by then, however the sender
+ * spreads its bytes.  1: done; 0: EOF before the first byte; -1: error in
+ * err (EOF after some bytes included).
  */
 static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
-		     bool first, int timeout_ms, const char *what, char *err,
-		     size_t errlen)
+		     int64_t *deadline, int timeout_ms, const char *what,
+		     char *err, size_t errlen)
 {
+	bool first = !*deadline;
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * VU_MAX_FDS)];
 		struct cmsghdr align;
@@ -128,7 +140,8 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 
 		if (!first || got) {
 			struct pollfd pfd = { .fd = sock, .events = POLLIN };
-			int r = poll(&pfd, 1, timeout_ms);
+			int64_t left = *deadline - now_ms();
+			int r = left > 0 ? poll(&pfd, 1, (int)left) : 0;
 
 			if (r < 0 && errno == EINTR)
 				continue;
@@ -139,7 +152,7 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 			}
 			if (r == 0) {
 				snprintf(err, errlen,
-					 "short %s: %zu of %zu bytes, then nothing for %d ms",
+					 "short %s: %zu of %zu bytes when the message's %d ms were up",
 					 what, got, len, timeout_ms);
 				return -1;
 			}
@@ -188,6 +201,8 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 				 what, got, len);
 			return -1;
 		}
+		if (!*deadline)
+			*deadline = now_ms() + timeout_ms;
 		got += n;
 	}
 	return 1;
@@ -196,12 +211,13 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 int vu_recv_msg(int sock, struct vu_msg *m, int timeout_ms, char *err,
 		size_t errlen)
 {
+	int64_t deadline = 0;
 	int ret;
 
 	memset(&m->hdr, 0, sizeof(m->hdr));
 	m->nfds = 0;
-	ret = recv_full(sock, &m->hdr, sizeof(m->hdr), m, true, timeout_ms,
-			"header", err, errlen);
+	ret = recv_full(sock, &m->hdr, sizeof(m->hdr), m, &deadline,
+			timeout_ms, "header", err, errlen);
 	if (ret <= 0)
 		goto out;
 
@@ -227,7 +243,7 @@ int vu_recv_msg(int sock, struct vu_msg *m, int timeout_ms, char *err,
 	}
 	memset(&m->payload, 0, sizeof(m->payload));
 	if (m->hdr.size)
-		ret = recv_full(sock, &m->payload, m->hdr.size, m, false,
+		ret = recv_full(sock, &m->payload, m->hdr.size, m, &deadline,
 				timeout_ms, "payload", err, errlen);
 	else
 		ret = 1;

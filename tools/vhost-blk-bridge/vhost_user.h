@@ -172,7 +172,7 @@ int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload);
 /* Daemon-wide settings each connection is served with. */
 struct vu_params {
 	struct kdev_params kdev;
-	int msg_timeout_ms;		/* rest of a started message */
+	int msg_timeout_ms;		/* a whole message, from its first byte */
 };
 
 struct vu_region {

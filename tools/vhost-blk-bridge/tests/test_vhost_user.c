@@ -19,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
@@ -1218,7 +1219,43 @@ static void t_short_header_stall(struct env *e)
 	send_raw(e->fe, b, sizeof(b), NULL, 0);
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
-	CHECK(log_has("then nothing for 200 ms"), "no clear error");
+	CHECK(log_has("short header: 5 of 12 bytes when the message's 200 ms were up"),
+	      "no clear error");
+}
+
+/*
+ * A frontend that drip-feeds a header, a byte every 50 ms: each byte comes
+ * well within --msg-timeout (200 ms), the whole header does not.  The
+ * deadline is the message's, so it is refused once the 200 ms are up,
+ * rather than after 12 gaps (or, a byte per 199 ms, after minutes).
+ */
+static void t_drip_feed_header(struct env *e)
+{
+	struct vu_hdr h = { VU_GET_FEATURES, VU_VERSION, 0 };
+	const uint8_t *b = (const uint8_t *)&h;
+	unsigned int i;
+	pid_t pid;
+	int ret, st;
+
+	pid = fork();
+	if (pid == 0) {
+		for (i = 0; i < sizeof(h); i++) {
+			if (write(e->fe, &b[i], 1) != 1)
+				_exit(1);
+			usleep(50000);
+		}
+		_exit(0);
+	}
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	if (pid < 0)
+		return;
+	/* The first byte is there before the handler starts, as in poll(). */
+	usleep(10000);
+	ret = vu_session_handle(&e->s);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("bytes when the message's 200 ms were up"),
+	      "no clear error");
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st), "child");
 }
 
 static void t_short_payload(struct env *e)
@@ -1848,6 +1885,7 @@ static const struct test tests[] = {
 	{ "RESET_OWNER disables every ring", t_reset_owner, false },
 	{ "short header, then EOF", t_short_header, false },
 	{ "short header, then nothing", t_short_header_stall, false },
+	{ "a header drip-fed byte by byte: the whole message has one deadline", t_drip_feed_header, false },
 	{ "short payload, then EOF", t_short_payload, false },
 	{ "payload size that does not fit the request", t_bad_size, false },
 	{ "payload larger than any request", t_oversize, false },
