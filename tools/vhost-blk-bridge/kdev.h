@@ -40,7 +40,12 @@ struct disk {
 	uint32_t blk_size;		/* logical block size */
 };
 
-int disk_open(struct disk *d, const char *path, bool read_only);
+/*
+ * Open and check the backend; unless @shared, take an OFD lock on all of
+ * it (write lock, or read lock when @read_only), held until disk_close().
+ * 0 or -errno, the reason logged.
+ */
+int disk_open(struct disk *d, const char *path, bool read_only, bool shared);
 /* Size in bytes (BLKGETSIZE64 or st_size); 0 or -errno. */
 int disk_size(const struct disk *d, uint64_t *bytes);
 void disk_close(struct disk *d);

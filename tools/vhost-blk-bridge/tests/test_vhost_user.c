@@ -19,12 +19,16 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
+#include <systemd/sd-daemon.h>
 #include <linux/virtio_ring.h>
 
 #include "kdev.h"
+#include "listen.h"
 #include "log.h"
 #include "vhost_user.h"
 
@@ -1854,6 +1858,255 @@ static void t_random_messages(struct env *e)
 	      count_guest_maps(), maps_before);
 }
 
+/* ------------------------------------------------ the listening socket */
+
+#define T_SOCK	"/tmp/vbb-test-listen.sock"
+
+/* A listening unix socket of the test's own, as a caller would pass it. */
+static int t_listener(void)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	/* Linux names it in the abstract namespace: nothing to unlink. */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sa_family_t)) ||
+	    listen(fd, 1)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* --socket PATH: 0600 by default; --socket-mode and --socket-group. */
+static void t_listen_path_mode_group(struct env *e)
+{
+	struct vbb_listen_opts o = { .path = T_SOCK, .fd = -1 };
+	enum vbb_listen_source src;
+	struct stat st;
+	int fd;
+
+	(void)e;
+	fd = vbb_listen(&o, &src);
+	CHECK(fd >= 0 && src == VBB_LISTEN_PATH, "listen: %d", fd);
+	CHECK(!stat(T_SOCK, &st) && S_ISSOCK(st.st_mode) &&
+	      (st.st_mode & 0777) == 0600, "default mode 0%o",
+	      st.st_mode & 0777);
+	if (fd >= 0)
+		close(fd);
+	/* A stale socket is replaced, with the mode and group asked for. */
+	o.has_mode = true;
+	o.mode = 0660;
+	o.has_gid = true;
+	o.gid = 4242;
+	fd = vbb_listen(&o, &src);
+	CHECK(fd >= 0, "listen again: %d", fd);
+	CHECK(!stat(T_SOCK, &st) && (st.st_mode & 0777) == 0660 &&
+	      st.st_gid == 4242, "mode 0%o gid %u", st.st_mode & 0777,
+	      (unsigned int)st.st_gid);
+	/* One that is still served is not stolen. */
+	CHECK(vbb_listen(&o, &src) == -1 && log_has("is in use by another process"),
+	      "a served socket was replaced");
+	if (fd >= 0)
+		close(fd);
+	unlink(T_SOCK);
+}
+
+/* --socket-fd N: a listening unix stream socket, nothing else. */
+static void t_listen_socket_fd(struct env *e)
+{
+	struct vbb_listen_opts o = { .fd = -1 };
+	enum vbb_listen_source src;
+	int l = t_listener();
+
+	CHECK(l >= 0, "listener: %s", strerror(errno));
+	if (l < 0)
+		return;
+	o.fd = l;
+	CHECK(vbb_listen(&o, &src) == l && src == VBB_LISTEN_FD,
+	      "the inherited socket is not used");
+	/* A connected socket (the session's own) is refused. */
+	o.fd = e->be;
+	CHECK(vbb_listen(&o, &src) == -1 &&
+	      log_has("is not a listening unix stream socket"),
+	      "a connected socket was taken");
+	o.fd = l;
+	o.path = T_SOCK;
+	CHECK(vbb_listen(&o, &src) == -1 && log_has("--socket-fd: the socket is the caller's"),
+	      "--socket-fd with --socket");
+	close(l);
+}
+
+/*
+ * Socket activation: LISTEN_FDS=1, LISTEN_PID=us and the socket on fd 3,
+ * as systemd starts a service of a .socket unit.  In a child, whose fd 3
+ * is ours to replace.  Exit status: 0 if vbb_listen() took fd 3 and
+ * cleared LISTEN_FDS, 1 if not, 2 if --socket was refused beside it.
+ */
+static int t_activated_child(bool with_path)
+{
+	struct vbb_listen_opts o = { .fd = -1, .path = with_path ? T_SOCK : NULL };
+	enum vbb_listen_source src;
+	char pid[16];
+	int l = t_listener();
+
+	if (l < 0 || dup2(l, SD_LISTEN_FDS_START) < 0)
+		_exit(3);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	setenv("LISTEN_PID", pid, 1);
+	setenv("LISTEN_FDS", "1", 1);
+	if (with_path)
+		_exit(vbb_listen(&o, &src) == -1 ? 2 : 1);
+	_exit(vbb_listen(&o, &src) == SD_LISTEN_FDS_START &&
+	      src == VBB_LISTEN_SYSTEMD && !getenv("LISTEN_FDS") ? 0 : 1);
+}
+
+static void t_listen_socket_activation(struct env *e)
+{
+	int i, st;
+
+	(void)e;
+	for (i = 0; i < 2; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			t_activated_child(i);
+		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		      WEXITSTATUS(st) == (i ? 2 : 0),
+		      "%s: child status %d", i ? "with --socket" : "alone",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	/* Not ours: LISTEN_PID of another process. */
+	setenv("LISTEN_PID", "1", 1);
+	setenv("LISTEN_FDS", "1", 1);
+	{
+		struct vbb_listen_opts o = { .fd = -1 };
+		enum vbb_listen_source src;
+
+		CHECK(vbb_listen(&o, &src) == -1 &&
+		      log_has("no socket: --socket, --socket-fd or socket activation"),
+		      "LISTEN_FDS of another process was taken");
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+}
+
+/*
+ * --allow-uid: a frontend of another user (a child that setuid()s to
+ * 4242 and connects) is refused and logged; allowed, it is served.
+ */
+static void t_peer_allow_list(struct env *e)
+{
+	struct vbb_listen_opts o = { .path = T_SOCK, .fd = -1, .has_mode = true,
+				     .mode = 0666 };
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uid_t other = 4242, self_uid = getuid();
+	enum vbb_listen_source src;
+	int l, c, i, st;
+	bool ok[2];
+
+	(void)e;
+	if (geteuid()) {
+		printf("#   not root: the other user's part is not run\n");
+		return;
+	}
+	strcpy(sun.sun_path, T_SOCK);
+	l = vbb_listen(&o, &src);
+	CHECK(l >= 0, "listen");
+	if (l < 0)
+		return;
+	for (i = 0; i < 2; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			int fd;
+
+			if (setgid(other) || setuid(other))
+				_exit(3);
+			fd = socket(AF_UNIX, SOCK_STREAM, 0);
+			if (fd < 0 ||
+			    connect(fd, (struct sockaddr *)&sun, sizeof(sun)))
+				_exit(4);
+			_exit(0);
+		}
+		c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		CHECK(c >= 0, "accept: %s", strerror(errno));
+		ok[i] = c >= 0 && vbb_peer_allowed(c, i ? &other : &self_uid, 1);
+		if (c >= 0)
+			close(c);
+		CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		      !WEXITSTATUS(st), "child %d", WEXITSTATUS(st));
+	}
+	CHECK(!ok[0], "uid 4242 served with --allow-uid %u", (unsigned int)self_uid);
+	CHECK(log_has("refusing a frontend: uid 4242 (pid "), "refusal not logged");
+	CHECK(ok[1], "uid 4242 refused with --allow-uid 4242");
+	/* No list: any peer that the socket's permissions let in. */
+	CHECK(vbb_peer_allowed(e->be, NULL, 0), "refused without a list");
+	close(l);
+	unlink(T_SOCK);
+}
+
+/*
+ * The backend is locked: a second bridge on the same disk fails to start,
+ * read-write or read-only, unless it (and the first) pass --shared; two
+ * read-only bridges share it.
+ */
+static void t_disk_lock(struct env *e)
+{
+	char path[] = "/var/tmp/vbb-test-lock-XXXXXX";
+	struct disk a, b;
+	int fd = mkstemp(path);
+
+	(void)e;
+	CHECK(fd >= 0 && !ftruncate(fd, 1 << 20), "scratch disk");
+	if (fd < 0)
+		return;
+	close(fd);
+	CHECK(!disk_open(&a, path, false, false), "first read-write bridge");
+	CHECK(disk_open(&b, path, false, false) == -EAGAIN &&
+	      log_has("is locked by another process"),
+	      "a second read-write bridge started");
+	CHECK(disk_open(&b, path, true, false) == -EAGAIN,
+	      "a read-only bridge started beside a read-write one");
+	CHECK(!disk_open(&b, path, false, true), "--shared was refused");
+	disk_close(&b);
+	disk_close(&a);
+	/* Closed: the lock is gone with the fd. */
+	CHECK(!disk_open(&a, path, true, false), "first read-only bridge");
+	CHECK(!disk_open(&b, path, true, false), "second read-only bridge");
+	disk_close(&b);
+	CHECK(disk_open(&b, path, false, false) == -EAGAIN,
+	      "read-write beside read-only");
+	disk_close(&a);
+	unlink(path);
+}
+
+/* Readiness: READY=1 on $NOTIFY_SOCKET, as systemd's Type=notify waits. */
+static void t_notify_ready(struct env *e)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	const char *path = "/tmp/vbb-test-notify.sock";
+	char buf[128] = "";
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ssize_t n;
+
+	(void)e;
+	strcpy(sun.sun_path, path);
+	unlink(path);
+	CHECK(fd >= 0 && !bind(fd, (struct sockaddr *)&sun, sizeof(sun)),
+	      "notify socket: %s", strerror(errno));
+	setenv("NOTIFY_SOCKET", path, 1);
+	vbb_notify_ready("disk.img");
+	unsetenv("NOTIFY_SOCKET");
+	n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	CHECK(n > 0 && !strcmp(buf, "READY=1\nSTATUS=disk.img"),
+	      "got '%s'", buf);
+	close(fd);
+	unlink(path);
+}
+
+
 struct test {
 	const char *name;
 	void (*fn)(struct env *e);
@@ -1917,6 +2170,12 @@ static const struct test tests[] = {
 	{ "migration: a new log replaces the old, none outlives the session", t_migration_log_replaced, false },
 	{ "migration: a log without LOG_SHMFD, fd, valid size or mapping", t_migration_log_bad, false },
 	{ "2000 random messages: no crash, no leak", t_random_messages, false },
+	{ "--socket PATH: 0600, or --socket-mode and --socket-group", t_listen_path_mode_group, false },
+	{ "--socket-fd: only a listening unix stream socket", t_listen_socket_fd, false },
+	{ "socket activation: LISTEN_FDS's socket, and no --socket beside it", t_listen_socket_activation, false },
+	{ "--allow-uid: another user's frontend is refused and logged", t_peer_allow_list, false },
+	{ "READY=1 on NOTIFY_SOCKET", t_notify_ready, false },
+	{ "the backend is locked unless --shared", t_disk_lock, false },
 };
 
 int main(void)
