@@ -406,6 +406,19 @@ uint64_t kdev_offered_features(const struct kdev *k)
 	return f;
 }
 
+/*
+ * As QEMU's own virtio-blk sizes it (seg-max-adjust): two descriptors of a
+ * request are its header and status, so a guest without indirect
+ * descriptors never builds a chain longer than its ring.  And never more
+ * than the module takes.
+ */
+unsigned int kdev_seg_max(unsigned int queue_size)
+{
+	unsigned int qs = queue_size ? queue_size : KDEV_DEFAULT_QUEUE_SIZE;
+
+	return qs - 2 < VHOST_BLK_SEG_MAX ? qs - 2 : VHOST_BLK_SEG_MAX;
+}
+
 void kdev_blk_config(const struct kdev *k, struct virtio_blk_config *cfg)
 {
 	uint64_t bytes;
@@ -422,7 +435,7 @@ void kdev_blk_config(const struct kdev *k, struct virtio_blk_config *cfg)
 		memset(cfg, 0, sizeof(*cfg));
 		cfg->blk_size = htole32(k->p->disk->blk_size);
 	}
-	cfg->seg_max = htole32(VHOST_BLK_SEG_MAX);
+	cfg->seg_max = htole32(kdev_seg_max(k->p->queue_size));
 	cfg->num_queues = htole16(k->p->num_queues);
 	/* The disk may have grown since the module was asked. */
 	if (disk_size(k->p->disk, &bytes) == 0)

@@ -56,10 +56,21 @@ struct kdev_params {
 	const struct kdev_ops *ops;
 	const struct disk *disk;
 	unsigned int num_queues;
+	/*
+	 * The frontend's ring size (QEMU's queue-size; 0: QEMU's default,
+	 * KDEV_DEFAULT_QUEUE_SIZE): seg_max is at most this - 2.
+	 */
+	unsigned int queue_size;
 	unsigned int poll_us;		/* VHOST_SET_VRING_BUSYLOOP_TIMEOUT */
 	bool poll_adaptive;		/* VHOST_BLK_SET_VRING_POLL */
 	const char *serial;		/* NULL: the module's default */
 };
+
+/* QEMU's vhost-user-blk queue-size default. */
+#define KDEV_DEFAULT_QUEUE_SIZE	128
+
+/* seg_max for a ring of @queue_size entries (0: the default). */
+unsigned int kdev_seg_max(unsigned int queue_size);
 
 struct kdev {
 	const struct kdev_params *p;

@@ -53,6 +53,8 @@ static void usage(FILE *f)
 "                           the two bridges of a live migration\n"
 "      --serial S           GET_ID string (at most %d bytes)\n"
 "  -q, --num-queues N       virtqueues (default 1)\n"
+"      --queue-size N       the frontend's ring size, QEMU's queue-size\n"
+"                           (default %d): seg_max is N - 2\n"
 "      --poll-us N          busy-poll each ring for N us before sleeping\n"
 "                           (VHOST_SET_VRING_BUSYLOOP_TIMEOUT, default 0)\n"
 "      --poll-adaptive      adapt the poll window, --poll-us the ceiling\n"
@@ -70,7 +72,8 @@ static void usage(FILE *f)
 "\n"
 "Started by a systemd .socket unit (LISTEN_FDS), it serves that socket and\n"
 "takes no --socket option; it tells systemd when it is ready (sd_notify).\n",
-		VHOST_BLK_SERIAL_LEN, DEFAULT_MSG_TIMEOUT_MS);
+		VHOST_BLK_SERIAL_LEN, KDEV_DEFAULT_QUEUE_SIZE,
+		DEFAULT_MSG_TIMEOUT_MS);
 }
 
 static int parse_uint(const char *opt, const char *s, unsigned long min,
@@ -107,6 +110,7 @@ int main(int argc, char **argv)
 		OPT_SERIAL = 256, OPT_POLL_US, OPT_POLL_ADAPTIVE, OPT_DEVICE,
 		OPT_ONCE, OPT_STATS_INTERVAL, OPT_MSG_TIMEOUT, OPT_SOCKET_FD,
 		OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_ALLOW_UID, OPT_SHARED,
+		OPT_QUEUE_SIZE,
 	};
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
@@ -119,6 +123,7 @@ int main(int argc, char **argv)
 		{ "shared", no_argument, NULL, OPT_SHARED },
 		{ "serial", required_argument, NULL, OPT_SERIAL },
 		{ "num-queues", required_argument, NULL, 'q' },
+		{ "queue-size", required_argument, NULL, OPT_QUEUE_SIZE },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
 		{ "poll-adaptive", no_argument, NULL, OPT_POLL_ADAPTIVE },
 		{ "device", required_argument, NULL, OPT_DEVICE },
@@ -197,6 +202,11 @@ int main(int argc, char **argv)
 		case 'q':
 			if (parse_uint("--num-queues", optarg, 1,
 				       KDEV_MAX_QUEUES, &params.kdev.num_queues))
+				return 2;
+			break;
+		case OPT_QUEUE_SIZE:
+			if (parse_uint("--queue-size", optarg, 4, 32768,
+				       &params.kdev.queue_size))
 				return 2;
 			break;
 		case OPT_POLL_US:

@@ -704,6 +704,11 @@ static int h_set_vring_num(struct vu_session *s, struct vu_msg *m,
 		return ret;
 	v->num = st.num;
 	v->num_set = true;
+	if (st.num < kdev_seg_max(s->p->kdev.queue_size) + 2)
+		vbb_warn("ring %u has %u entries, fewer than seg_max %u + 2 (--queue-size %u): a guest without indirect descriptors may build a request it cannot post",
+			 st.index, st.num, kdev_seg_max(s->p->kdev.queue_size),
+			 s->p->kdev.queue_size ? s->p->kdev.queue_size :
+			 KDEV_DEFAULT_QUEUE_SIZE);
 	/* Check the ring still fits where it is. */
 	if (v->addr_set && s->mem_set)
 		return kernel_vring_addr(s, m, st.index);

@@ -822,7 +822,8 @@ static void t_get_config(struct env *e)
 	      (unsigned long long)le64toh(cfg.capacity));
 	CHECK(le32toh(cfg.blk_size) == 512, "blk_size %u",
 	      le32toh(cfg.blk_size));
-	CHECK(le32toh(cfg.seg_max) == 1022, "seg_max %u", le32toh(cfg.seg_max));
+	/* QEMU's default queue-size, 128, less header and status. */
+	CHECK(le32toh(cfg.seg_max) == 126, "seg_max %u", le32toh(cfg.seg_max));
 	CHECK(le16toh(cfg.num_queues) == NQ, "num_queues %u",
 	      le16toh(cfg.num_queues));
 	CHECK(le32toh(cfg.max_discard_seg) == VHOST_BLK_MAX_DISCARD_SEG,
@@ -837,7 +838,7 @@ static void t_get_config(struct env *e)
 	CHECK(recv_reply(e, &h, &rep, sizeof(rep)) == 0, "no reply");
 	CHECK(h.size == 16 && rep.size == 4 && rep.offset == 12,
 	      "slice reply %u %u+%u", h.size, rep.offset, rep.size);
-	CHECK(le32toh(*(uint32_t *)rep.region) == 1022, "slice seg_max");
+	CHECK(le32toh(*(uint32_t *)rep.region) == 126, "slice seg_max");
 }
 
 static void t_get_config_bad(struct env *e)
@@ -875,7 +876,7 @@ static void t_config_fallback(struct env *e)
 	memcpy(&cfg, rep.region, 60);
 	CHECK(le64toh(cfg.capacity) == DISK_BYTES / 512, "capacity");
 	CHECK(le32toh(cfg.blk_size) == 512, "blk_size");
-	CHECK(le32toh(cfg.seg_max) == 1022, "seg_max");
+	CHECK(le32toh(cfg.seg_max) == 126, "seg_max");
 	CHECK(le16toh(cfg.num_queues) == NQ, "num_queues");
 }
 
@@ -2048,6 +2049,30 @@ static void t_peer_allow_list(struct env *e)
 }
 
 /*
+ * seg_max is --queue-size - 2, as QEMU's virtio-blk makes it, and never
+ * more than the module's; a ring smaller than that is warned about.
+ */
+static void t_seg_max_queue_size(struct env *e)
+{
+	struct vhost_vring_state st = { .index = 0, .num = 64 };
+	struct virtio_blk_config cfg;
+
+	CHECK(kdev_seg_max(0) == 126 && kdev_seg_max(256) == 254 &&
+	      kdev_seg_max(32768) == VHOST_BLK_SEG_MAX,
+	      "seg_max %u %u %u", kdev_seg_max(0), kdev_seg_max(256),
+	      kdev_seg_max(32768));
+	e->p.kdev.queue_size = 256;
+	kdev_blk_config(&e->s.kdev, &cfg);
+	CHECK(le32toh(cfg.seg_max) == 254, "config seg_max %u",
+	      le32toh(cfg.seg_max));
+	handshake(e);
+	CHECK(xchg(e, VU_SET_VRING_NUM, VU_VERSION, &st, sizeof(st), NULL, 0) == 0,
+	      "SET_VRING_NUM 64");
+	CHECK(log_has("ring 0 has 64 entries, fewer than seg_max 254 + 2"),
+	      "no warning for a ring shorter than seg_max");
+}
+
+/*
  * The backend is locked: a second bridge on the same disk fails to start,
  * read-write or read-only, unless it (and the first) pass --shared; two
  * read-only bridges share it.
@@ -2176,6 +2201,7 @@ static const struct test tests[] = {
 	{ "--allow-uid: another user's frontend is refused and logged", t_peer_allow_list, false },
 	{ "READY=1 on NOTIFY_SOCKET", t_notify_ready, false },
 	{ "the backend is locked unless --shared", t_disk_lock, false },
+	{ "seg_max is --queue-size - 2, a shorter ring is warned about", t_seg_max_queue_size, false },
 };
 
 int main(void)
