@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -817,9 +818,19 @@ static int h_set_vring_fd(struct vu_session *s, struct vu_msg *m,
 		return ret;
 	case VU_SET_VRING_CALL:
 		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_CALL, &f);
-		if (!ret)
-			v->call_set = f.fd != VHOST_FILE_UNBIND;
-		return ret;
+		if (ret)
+			return ret;
+		v->call_set = f.fd != VHOST_FILE_UNBIND;
+		/*
+		 * One signal on a new call eventfd, as libvhost-user sends:
+		 * a frontend that reconnected, or that waits for a first
+		 * interrupt, then misses none that went to the old one.  A
+		 * guest that finds nothing new in the used ring ignores it.
+		 */
+		if (v->call_set && eventfd_write(f.fd, 1))
+			vbb_warn("vring %u: signalling the new call eventfd: %s",
+				 f.index, strerror(errno));
+		return 0;
 	default:
 		return KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ERR, &f);
 	}

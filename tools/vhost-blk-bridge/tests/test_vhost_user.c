@@ -1170,6 +1170,31 @@ static void t_call_nofd(struct env *e)
 	CHECK(e->fake.attached, "not attached again");
 }
 
+/*
+ * A new call eventfd is signalled once when it is set, as libvhost-user
+ * does, so that a frontend that reconnects misses no interrupt; without
+ * an fd nothing is signalled.
+ */
+static void t_call_signalled_when_set(struct env *e)
+{
+	struct pollfd pfd = { .fd = e->call[0], .events = POLLIN };
+	uint64_t v = 0, nofd = 0 | VU_VRING_NOFD;
+
+	/* The handshake sets it once: one signal, drained here. */
+	handshake(e);
+	CHECK(poll(&pfd, 1, 0) == 1 && read(e->call[0], &v, 8) == 8 && v == 1,
+	      "the handshake's call eventfd: %llu", (unsigned long long)v);
+	v = 0;
+	/* Set again, as a reconnecting frontend does. */
+	CHECK(xchg_fd(e, VU_SET_VRING_CALL, 0, e->call[0]) == 0, "CALL");
+	CHECK(poll(&pfd, 1, 0) == 1 && read(e->call[0], &v, 8) == 8 && v == 1,
+	      "the new call eventfd was not signalled once (%llu)",
+	      (unsigned long long)v);
+	CHECK(xchg(e, VU_SET_VRING_CALL, VU_VERSION, &nofd, 8, NULL, 0) == 0,
+	      "CALL without fd");
+	CHECK(poll(&pfd, 1, 0) == 0, "signalled on unbind");
+}
+
 static void t_no_protocol_features(struct env *e)
 {
 	unsigned int q;
@@ -2159,6 +2184,7 @@ static const struct test tests[] = {
 	{ "SET_VRING_NUM/BASE on a running ring detach first", t_reconfigure_running, false },
 	{ "SET_MEM_TABLE while running: detach, remap rings, attach", t_mem_table_running, false },
 	{ "SET_VRING_CALL without fd unbinds the call eventfd", t_call_nofd, false },
+	{ "a new call eventfd is signalled once when it is set", t_call_signalled_when_set, false },
 	{ "without PROTOCOL_FEATURES rings start enabled", t_no_protocol_features, false },
 	{ "RESET_OWNER disables every ring", t_reset_owner, false },
 	{ "short header, then EOF", t_short_header, false },
