@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -534,13 +536,56 @@ static int h_reset_owner(struct vu_session *s, struct vu_msg *m,
 	return ret;
 }
 
+/*
+ * The page size of the memory behind @fd: a hugetlbfs file (QEMU's
+ * memory-backend-file on /dev/hugepages, or a memfd with hugetlb=on) maps
+ * only at offsets and lengths of its huge page size.
+ */
+static uint64_t fd_page_size(int fd)
+{
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs) == 0 && sfs.f_type == HUGETLBFS_MAGIC)
+		return sfs.f_bsize;
+	return sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * Map @len bytes of guest memory at @offset of @fd, from the page of the
+ * fd's page size that holds @offset: *@map and *@map_len are what to
+ * munmap, the return value the address of @offset.  MAP_NORESERVE, as
+ * QEMU maps it: the pages are the frontend's, reserved (or not) there.
+ * MADV_DONTDUMP: a core of the bridge holds no guest RAM.
+ */
+static void *map_guest(int fd, uint64_t offset, uint64_t len, void **map,
+		       size_t *map_len)
+{
+	uint64_t page = fd_page_size(fd), delta = offset & (page - 1);
+	uint64_t span = (len + delta + page - 1) & ~(page - 1);
+	void *addr;
+
+	if (span < len || span > SIZE_MAX) {
+		errno = EOVERFLOW;
+		return NULL;
+	}
+	addr = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_NORESERVE, fd, (off_t)(offset - delta));
+	if (addr == MAP_FAILED)
+		return NULL;
+	if (madvise(addr, span, MADV_DONTDUMP))
+		vbb_warn("madvise(MADV_DONTDUMP) on guest memory: %s",
+			 strerror(errno));
+	*map = addr;
+	*map_len = span;
+	return (uint8_t *)addr + delta;
+}
+
 static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 			   struct vu_reply *r)
 {
 	const struct vu_memory *mem = &m->payload.memory;
 	struct vu_region nr[VU_MAX_REGIONS], old[VU_MAX_REGIONS];
 	unsigned int i, n = mem->nregions, nold;
-	long page = sysconf(_SC_PAGESIZE);
 	struct vhost_memory *km = NULL;
 	size_t want;
 	int ret;
@@ -561,8 +606,7 @@ static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 	memset(nr, 0, sizeof(nr));
 	for (i = 0; i < n; i++) {
 		const struct vu_mem_region *mr = &mem->regions[i];
-		uint64_t delta = mr->mmap_offset & (page - 1);
-		void *addr;
+		void *host;
 
 		if (!mr->memory_size ||
 		    mr->guest_phys_addr + mr->memory_size < mr->guest_phys_addr ||
@@ -577,19 +621,19 @@ static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 			goto err;
 		}
 		nr[i].r = *mr;
-		nr[i].mmap_len = mr->memory_size + delta;
-		addr = mmap(NULL, nr[i].mmap_len, PROT_READ | PROT_WRITE,
-			    MAP_SHARED, m->fds[i], mr->mmap_offset - delta);
-		if (addr == MAP_FAILED) {
+		host = map_guest(m->fds[i], mr->mmap_offset, mr->memory_size,
+				 &nr[i].mmap_addr, &nr[i].mmap_len);
+		if (!host) {
 			ret = fail(m, -errno,
-				   "mmap of region %u (%llu bytes at offset 0x%llx of fd %d): %s",
+				   "mmap of region %u (%llu bytes at offset 0x%llx of fd %d, page size %llu): %s",
 				   i, (unsigned long long)mr->memory_size,
 				   (unsigned long long)mr->mmap_offset,
-				   m->fds[i], strerror(errno));
+				   m->fds[i],
+				   (unsigned long long)fd_page_size(m->fds[i]),
+				   strerror(errno));
 			goto err;
 		}
-		nr[i].mmap_addr = addr;
-		nr[i].host = (uint8_t *)addr + delta;
+		nr[i].host = host;
 		vbb_dbg("region %u: guest 0x%llx size 0x%llx frontend 0x%llx -> %p",
 			i, (unsigned long long)mr->guest_phys_addr,
 			(unsigned long long)mr->memory_size,

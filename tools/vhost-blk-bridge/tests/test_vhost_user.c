@@ -987,6 +987,101 @@ static void t_mem_table_unaligned_offset(struct env *e)
 	      0x3333333333333333ULL, "wrong memory");
 }
 
+/* The VmFlags line of the mapping that holds @addr, in /proc/self/smaps. */
+static bool vm_flags_of(const void *addr, char *flags, size_t len)
+{
+	unsigned long lo, hi, a = (unsigned long)addr;
+	bool in = false;
+	char line[512];
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') &&
+		    line[strspn(line, "0123456789abcdef")] == '-')
+			in = a >= lo && a < hi;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			size_t n = strlen(line + 8);
+
+			if (n >= len)
+				n = len - 1;
+			memcpy(flags, line + 8, n);
+			flags[n] = 0;
+			fclose(f);
+			return true;
+		}
+	}
+	fclose(f);
+	return false;
+}
+
+/*
+ * Guest memory on hugetlbfs (QEMU's memory-backend-file on /dev/hugepages,
+ * or memfd with hugetlb=on): mapped from the huge page that holds the
+ * region's mmap_offset, with MAP_NORESERVE (this host has no huge pages
+ * reserved: without it the mmap fails) and MADV_DONTDUMP.  The same for
+ * an ordinary memfd.
+ */
+static void t_mem_table_hugetlb(struct env *e)
+{
+	const uint64_t huge = 2 << 20;
+	uint64_t offs[2] = { huge, huge + 0x10000 };
+	struct vu_memory m;
+	char flags[256];
+	unsigned int k;
+	int fd, i, at;
+
+	fd = memfd_create("vbb-test-huge", MFD_CLOEXEC | MFD_HUGETLB);
+	if (fd < 0) {
+		printf("#   no hugetlbfs memfd here (%s): the hugetlb part is not run\n",
+		       strerror(errno));
+	} else {
+		CHECK(!ftruncate(fd, 4 * huge), "ftruncate: %s", strerror(errno));
+	}
+	handshake(e);
+	for (k = 0; fd >= 0 && k < 2; k++) {
+		memset(&m, 0, sizeof(m));
+		m.nregions = 1;
+		m.regions[0] = (struct vu_mem_region){
+			.guest_phys_addr = 0, .memory_size = huge,
+			.userspace_addr = FE_UVA0, .mmap_offset = offs[k],
+		};
+		at = e->fake.ncalls;
+		CHECK(xchg(e, VU_SET_MEM_TABLE, VU_VERSION, &m, 8 + 32, &fd, 1) == 0,
+		      "SET_MEM_TABLE on hugetlbfs at offset 0x%llx",
+		      (unsigned long long)offs[k]);
+		i = find_call(&e->fake, VHOST_SET_MEM_TABLE, at);
+		CHECK(i >= 0, "no VHOST_SET_MEM_TABLE");
+		if (i < 0)
+			break;
+		CHECK((e->fake.calls[i].regions[0].userspace_addr & (huge - 1)) ==
+		      (offs[k] & (huge - 1)), "not mapped from the huge page");
+		CHECK(vm_flags_of((void *)(uintptr_t)e->fake.calls[i].regions[0].userspace_addr,
+				  flags, sizeof(flags)) &&
+		      strstr(flags, " dd") && strstr(flags, " nr") && strstr(flags, " ht"),
+		      "VmFlags:%s", flags);
+	}
+	if (fd >= 0)
+		close(fd);
+	/* An ordinary memfd: the same flags. */
+	memset(&m, 0, sizeof(m));
+	m.nregions = 1;
+	m.regions[0] = (struct vu_mem_region){
+		.guest_phys_addr = 0, .memory_size = 0x10000,
+		.userspace_addr = FE_UVA0, .mmap_offset = 0,
+	};
+	fd = e->memfd;
+	at = e->fake.ncalls;
+	CHECK(xchg(e, VU_SET_MEM_TABLE, VU_VERSION, &m, 8 + 32, &fd, 1) == 0,
+	      "SET_MEM_TABLE");
+	i = find_call(&e->fake, VHOST_SET_MEM_TABLE, at);
+	CHECK(i >= 0 && vm_flags_of((void *)(uintptr_t)e->fake.calls[i].regions[0].userspace_addr,
+				    flags, sizeof(flags)) &&
+	      strstr(flags, " dd") && strstr(flags, " nr"), "memfd VmFlags:%s",
+	      flags);
+}
+
 static void t_vring_addr(struct env *e)
 {
 	unsigned int q;
@@ -2176,6 +2271,7 @@ static const struct test tests[] = {
 	{ "SET_FEATURES with a bit never offered is refused", t_set_features_not_offered, false },
 	{ "SET_MEM_TABLE gives the kernel gpa/size and our own mappings", t_mem_table, false },
 	{ "SET_MEM_TABLE with a mmap_offset off a page boundary", t_mem_table_unaligned_offset, false },
+	{ "SET_MEM_TABLE on hugetlbfs: huge-page aligned, MAP_NORESERVE, MADV_DONTDUMP", t_mem_table_hugetlb, false },
 	{ "SET_VRING_ADDR is translated into our mappings", t_vring_addr, false },
 	{ "the disk is attached once every set-up ring is enabled", t_attach_when_all_enabled, false },
 	{ "a guest using 1 of 2 queues gets its queue running", t_one_of_two_queues, false },
