@@ -68,7 +68,8 @@ static void usage(FILE *f)
 "\n"
 "The per-queue counters of the module (VHOST_BLK_GET_VRING_STATS) are\n"
 "printed on stdout on SIGUSR1, when a frontend disconnects and at exit.\n"
-"SIGTERM, SIGINT and SIGHUP end the program.\n"
+"SIGHUP: the disk's size is read again and the frontend told (online\n"
+"resize).  SIGTERM and SIGINT end the program.\n"
 "\n"
 "Started by a systemd .socket unit (LISTEN_FDS), it serves that socket and\n"
 "takes no --socket option; it tells systemd when it is ready (sd_notify).\n",
@@ -323,6 +324,11 @@ int main(int argc, char **argv)
 			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGUSR1) {
 					print_stats(&session, active, "signal");
+				} else if (si.ssi_signo == SIGHUP) {
+					if (active)
+						vu_session_config_changed(&session);
+					else
+						vbb_info("SIGHUP: no frontend to tell of the disk's size");
 				} else {
 					vbb_info("%s: exiting",
 						 strsignal(si.ssi_signo));

@@ -58,7 +58,7 @@ static const char *const vu_names[VU_REQUEST_MAX] = {
 	[VU_SET_VRING_ENABLE] = "SET_VRING_ENABLE",
 	[VU_SEND_RARP] = "SEND_RARP",
 	[VU_NET_SET_MTU] = "NET_SET_MTU",
-	[VU_SET_SLAVE_REQ_FD] = "SET_SLAVE_REQ_FD",
+	[VU_SET_BACKEND_REQ_FD] = "SET_BACKEND_REQ_FD",
 	[VU_IOTLB_MSG] = "IOTLB_MSG",
 	[VU_SET_VRING_ENDIAN] = "SET_VRING_ENDIAN",
 	[VU_GET_CONFIG] = "GET_CONFIG",
@@ -973,6 +973,46 @@ static int h_get_config(struct vu_session *s, struct vu_msg *m,
 	return 0;
 }
 
+/* The channel for our own requests (config changes); the fd is kept. */
+static int h_set_backend_req_fd(struct vu_session *s, struct vu_msg *m,
+				struct vu_reply *r)
+{
+	(void)r;
+	if (!(s->protocol_features & (1ULL << VU_PROTOCOL_F_BACKEND_REQ)))
+		return fail(m, -EINVAL,
+			    "VHOST_USER_PROTOCOL_F_BACKEND_REQ was not negotiated");
+	if (s->backend_fd >= 0)
+		close(s->backend_fd);
+	s->backend_fd = m->fds[0];
+	m->fds[0] = -1;
+	return 0;
+}
+
+int vu_session_config_changed(struct vu_session *s)
+{
+	struct vu_hdr h = {
+		.request = VU_BACKEND_CONFIG_CHANGE_MSG, .flags = VU_VERSION,
+	};
+	struct virtio_blk_config cfg;
+	int ret;
+
+	kdev_blk_config(&s->kdev, &cfg);
+	if (s->backend_fd < 0) {
+		vbb_warn("disk size %llu sectors: the frontend has no back-end channel (BACKEND_REQ), the guest sees it when it reads its config again",
+			 (unsigned long long)le64toh(cfg.capacity));
+		return -ENOTCONN;
+	}
+	ret = vu_send_msg(s->backend_fd, &h, NULL);
+	if (ret) {
+		vbb_warn("sending CONFIG_CHANGE_MSG to the frontend: %s",
+			 strerror(-ret));
+		return ret;
+	}
+	vbb_info("disk size %llu sectors: config change sent to the frontend",
+		 (unsigned long long)le64toh(cfg.capacity));
+	return 0;
+}
+
 static int h_set_config(struct vu_session *s, struct vu_msg *m,
 			struct vu_reply *r)
 {
@@ -1031,6 +1071,7 @@ static const struct vu_handler {
 	[VU_SET_VRING_ENABLE] = { h_set_vring_enable, 8, FDS_NONE, false },
 	[VU_GET_CONFIG] = { h_get_config, SIZE_VAR, FDS_NONE, true },
 	[VU_SET_CONFIG] = { h_set_config, SIZE_VAR, FDS_NONE, false },
+	[VU_SET_BACKEND_REQ_FD] = { h_set_backend_req_fd, 0, FDS_ONE, false },
 };
 
 /* Size and descriptor checks common to every request. */
@@ -1076,6 +1117,7 @@ int vu_session_open(struct vu_session *s, const struct vu_params *p,
 	memset(s, 0, sizeof(*s));
 	s->p = p;
 	s->sock = sock;
+	s->backend_fd = -1;
 	ret = kdev_open(&s->kdev, &p->kdev);
 	if (ret)
 		return ret;
@@ -1175,5 +1217,8 @@ void vu_session_close(struct vu_session *s)
 		munmap(s->log_map, s->log_map_len);
 	s->log_map = NULL;
 	s->log_map_len = 0;
+	if (s->backend_fd >= 0)
+		close(s->backend_fd);
+	s->backend_fd = -1;
 	memset(s->vrings, 0, sizeof(s->vrings));
 }

@@ -11,7 +11,8 @@
 #      files, fsck, remount and checksums
 #   3. the image is checked from outside: e2fsck, the files' checksums,
 #      fio --verify_only of both regions
-#   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of it
+#   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of
+#      it, its guest memory on 2 MiB huge pages (memfd hugetlb=on)
 #   5. boot 3 (migrate): live migration, with reads running, to a second
 #      QEMU on a second bridge on the same disk (both --shared); the data
 #      read during and after it verifies, and the destination takes new
@@ -227,6 +228,8 @@ serve_stats_request() {
 
 # What runs QEMU: nothing (root), or setpriv to run it as another user.
 qemu_as=()
+# Further options of the guest's memory backend (hugetlb=on for boot 2).
+mem_opts=
 
 # guest_qemu MODE SOCKET [QEMU options] &: the nested guest's QEMU, its
 # disk on the bridge at SOCKET.  Run it in the background only: it execs,
@@ -239,7 +242,7 @@ guest_qemu() {
 	exec timeout -k 10 "$boot_timeout" "${qemu_as[@]}" qemu-system-x86_64 \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
 		-machine pc -accel "$accel" -cpu max -smp "$smp" -m "$guest_mem" \
-		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on" \
+		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on${mem_opts:+,$mem_opts}" \
 		-numa node,memdev=mem \
 		-kernel "$kernel" \
 		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
@@ -459,7 +462,20 @@ if grep -q 'stats signal queue=0 in=[1-9]' "$out/bridge-rw.log"; then
 else
 	record bridge-sigusr1-stats fail "no 'stats signal' line with requests in $out/bridge-rw.log"
 fi
+# Boot 2 with the guest's memory on 2 MiB huge pages (memfd hugetlb=on),
+# which the bridge maps from hugetlbfs.
+huge_need=$(( (guest_mem + 1) / 2 ))
+echo $((huge_need + 8)) >/proc/sys/vm/nr_hugepages
+huge_free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+if [ "${huge_free:-0}" -ge "$huge_need" ]; then
+	record hugepages-reserved pass "$huge_free free"
+	mem_opts=hugetlb=on,hugetlbsize=2M
+else
+	record hugepages-reserved fail "only ${huge_free:-0} of $huge_need huge pages"
+fi
 boot reconnect
+mem_opts=
+echo 0 >/proc/sys/vm/nr_hugepages
 stop_bridge bridge-rw-exit
 show_stats "$out/bridge-rw.log"
 # Its error lines (vbb_err()), not a counter that has 'error' in its name.

@@ -782,7 +782,8 @@ static void t_get_protocol_features(struct env *e)
 	uint64_t f = get_u64(e, VU_GET_PROTOCOL_FEATURES);
 
 	CHECK(f == (F(VU_PROTOCOL_F_MQ) | F(VU_PROTOCOL_F_LOG_SHMFD) |
-		    F(VU_PROTOCOL_F_REPLY_ACK) | F(VU_PROTOCOL_F_CONFIG)),
+		    F(VU_PROTOCOL_F_REPLY_ACK) | F(VU_PROTOCOL_F_BACKEND_REQ) |
+		    F(VU_PROTOCOL_F_CONFIG)),
 	      "protocol features 0x%llx", (unsigned long long)f);
 }
 
@@ -839,6 +840,56 @@ static void t_get_config(struct env *e)
 	CHECK(h.size == 16 && rep.size == 4 && rep.offset == 12,
 	      "slice reply %u %u+%u", h.size, rep.offset, rep.size);
 	CHECK(le32toh(*(uint32_t *)rep.region) == 126, "slice seg_max");
+}
+
+/*
+ * Online resize: the disk grows, SIGHUP calls vu_session_config_changed(),
+ * which sends CONFIG_CHANGE_MSG on the back-end channel; the frontend's
+ * next GET_CONFIG has the new capacity.  Without a channel it says so.
+ */
+static void t_config_change_on_resize(struct env *e)
+{
+	struct vu_config_space req = { .offset = 0, .size = 60 }, rep;
+	struct virtio_blk_config cfg;
+	struct vu_hdr h = { 0 };
+	int sv[2];
+
+	handshake(e);
+	CHECK(vu_session_config_changed(&e->s) == -ENOTCONN &&
+	      log_has("the frontend has no back-end channel"),
+	      "a change without a channel");
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+	      "socketpair");
+	CHECK(xchg(e, VU_SET_BACKEND_REQ_FD, VU_VERSION, NULL, 0, &sv[1], 1) == 0,
+	      "SET_BACKEND_REQ_FD");
+	close(sv[1]);
+	CHECK(!ftruncate(e->disk.fd, 2 * DISK_BYTES), "grow the disk");
+	CHECK(vu_session_config_changed(&e->s) == 0, "config change");
+	CHECK(recv(sv[0], &h, sizeof(h), MSG_DONTWAIT) == sizeof(h) &&
+	      h.request == VU_BACKEND_CONFIG_CHANGE_MSG && h.flags == VU_VERSION &&
+	      h.size == 0, "CONFIG_CHANGE_MSG: request %u flags 0x%x size %u",
+	      h.request, h.flags, h.size);
+	CHECK(xchg(e, VU_GET_CONFIG, VU_VERSION, &req, 12 + req.size, NULL, 0) == 0,
+	      "GET_CONFIG");
+	CHECK(recv_reply(e, &h, &rep, sizeof(rep)) == 0, "no reply");
+	memset(&cfg, 0, sizeof(cfg));
+	memcpy(&cfg, rep.region, 60);
+	CHECK(le64toh(cfg.capacity) == 2 * DISK_BYTES / 512, "capacity %llu",
+	      (unsigned long long)le64toh(cfg.capacity));
+	close(sv[0]);
+}
+
+/* SET_BACKEND_REQ_FD without the protocol feature is refused. */
+static void t_backend_req_fd_not_negotiated(struct env *e)
+{
+	int fd = eventfd(0, EFD_CLOEXEC);
+
+	CHECK(xchg_u64(e, VU_SET_PROTOCOL_FEATURES, F(VU_PROTOCOL_F_REPLY_ACK)) == 0,
+	      "SET_PROTOCOL_FEATURES");
+	CHECK(xchg(e, VU_SET_BACKEND_REQ_FD, VU_VERSION, NULL, 0, &fd, 1) == -1 &&
+	      log_has("VHOST_USER_PROTOCOL_F_BACKEND_REQ was not negotiated"),
+	      "accepted without the feature");
+	close(fd);
 }
 
 static void t_get_config_bad(struct env *e)
@@ -2260,11 +2311,13 @@ struct test {
 
 static const struct test tests[] = {
 	{ "GET_FEATURES offers the module's features and PROTOCOL_FEATURES", t_get_features, false },
-	{ "GET_PROTOCOL_FEATURES is MQ, LOG_SHMFD, REPLY_ACK and CONFIG", t_get_protocol_features, false },
+	{ "GET_PROTOCOL_FEATURES is MQ, LOG_SHMFD, REPLY_ACK, BACKEND_REQ and CONFIG", t_get_protocol_features, false },
 	{ "SET_PROTOCOL_FEATURES with a bit never offered is refused", t_set_protocol_features_unknown, false },
 	{ "GET_QUEUE_NUM is --num-queues", t_get_queue_num, false },
 	{ "GET_CONFIG: capacity, blk_size, seg_max, num_queues, slices", t_get_config, false },
 	{ "GET_CONFIG with a size that does not match is refused", t_get_config_bad, false },
+	{ "online resize: CONFIG_CHANGE_MSG on the back-end channel, new capacity", t_config_change_on_resize, false },
+	{ "SET_BACKEND_REQ_FD without BACKEND_REQ is refused", t_backend_req_fd_not_negotiated, false },
 	{ "without VHOST_BLK_GET_CONFIG the bridge builds the config", t_config_fallback, false },
 	{ "REPLY_ACK: ack only with need_reply, not after a GET", t_reply_ack, false },
 	{ "SET_FEATURES strips PROTOCOL_FEATURES for the kernel", t_set_features, false },
