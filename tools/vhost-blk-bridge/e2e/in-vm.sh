@@ -12,7 +12,10 @@
 #   3. the image is checked from outside: e2fsck, the files' checksums,
 #      fio --verify_only of both regions
 #   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of
-#      it, its guest memory on 2 MiB huge pages (memfd hugetlb=on)
+#      it, its guest memory on 2 MiB huge pages (memfd hugetlb=on); with a
+#      file backend the image then grows by 64 MiB under the running
+#      guest (SIGHUP to the bridge): the guest sees the new size and
+#      writes and verifies the new area
 #   5. boot 3 (migrate): live migration, with reads running, to a second
 #      QEMU on a second bridge on the same disk (both --shared); the data
 #      read during and after it verifies, and the destination takes new
@@ -245,13 +248,28 @@ guest_qemu() {
 		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on${mem_opts:+,$mem_opts}" \
 		-numa node,memdev=mem \
 		-kernel "$kernel" \
-		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
+		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.resize=$resize vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
 		-serial stdio \
 		-chardev "socket,id=vbb,path=$s" \
 		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
 		-drive "file=$tools,if=none,id=tools,format=raw,readonly=on" \
 		-device virtio-blk-pci,drive=tools,addr=0x5 \
 		"$@"
+}
+
+# Online resize (boot 2, a file backend: it can grow): when the guest asks
+# (VBB-E2E-RESIZE-REQUEST), grow the image by 64 MiB, SIGHUP the bridge,
+# wait for its "config change sent" line, then let the guest go on.
+resize=0
+[ "$backend" = file ] && resize=1
+serve_resize_request() {
+	local log=$1 qemu_pid=$2 blog=$3
+
+	wait_line "$log" '^VBB-E2E-RESIZE-REQUEST' "$qemu_pid" || return
+	truncate -s +64M "$disk"
+	kill -HUP "$bridge_pid"
+	wait_line "$blog" 'config change sent to the frontend' "$bridge_pid"
+	echo VBB-E2E-GO >&"$console_fd"
 }
 
 # guest_results MODE LOG: the results and timings the guest printed.
@@ -279,6 +297,9 @@ boot() {
 	qemu_pid=$!
 	if [ "$mode" = rw ]; then
 		serve_stats_request "$log" "$qemu_pid" &
+		helper=$!
+	elif [ "$mode" = reconnect ] && [ "$resize" = 1 ]; then
+		serve_resize_request "$log" "$qemu_pid" "$out/bridge-rw.log" &
 		helper=$!
 	fi
 	wait "$qemu_pid"
