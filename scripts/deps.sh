@@ -85,6 +85,8 @@ host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
 # Packaging (make deb) and the package test, whose VM sees this root:
 # dkms builds the module there, for the VM's kernel.
 host_pkgs="$host_pkgs dpkg-dev debhelper dh-dkms dkms fakeroot udev"
+# The bridge: socket activation and readiness (sd_listen_fds, sd_notify).
+host_pkgs="$host_pkgs libsystemd-dev"
 
 have_all() {
 	local p

@@ -76,7 +76,32 @@ const struct kdev_ops kdev_sys_ops = {
 
 /* ------------------------------------------------------------------ disk */
 
-int disk_open(struct disk *d, const char *path, bool read_only)
+/*
+ * Lock the whole backend (an OFD lock, held as long as the fd is open): a
+ * write lock for a read-write disk, a read lock for a read-only one, as
+ * QEMU locks its images.  A second bridge, or a QEMU, on the same disk
+ * then fails to start rather than have two writers corrupt it.
+ */
+static int disk_lock(struct disk *d)
+{
+	struct flock fl = {
+		.l_type = d->read_only ? F_RDLCK : F_WRLCK,
+		.l_whence = SEEK_SET,
+	};
+	int ret;
+
+	if (fcntl(d->fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	ret = -errno;
+	if (ret == -EAGAIN || ret == -EACCES)
+		vbb_err("backend %s is locked by another process (another bridge, or a QEMU using it): pass --shared only if both are meant to use it, as in a live migration",
+			d->path);
+	else
+		vbb_err("cannot lock backend %s: %s", d->path, strerror(-ret));
+	return ret;
+}
+
+int disk_open(struct disk *d, const char *path, bool read_only, bool shared)
 {
 	struct stat st;
 	uint64_t size;
@@ -148,6 +173,11 @@ int disk_open(struct disk *d, const char *path, bool read_only)
 		vbb_warn("backend %s: size %" PRIu64
 			 " is not a multiple of 512; the last %" PRIu64
 			 " bytes are not visible", path, size, size % 512);
+	if (!shared) {
+		ret = disk_lock(d);
+		if (ret)
+			goto err;
+	}
 	return 0;
 err:
 	close(d->fd);
@@ -376,6 +406,19 @@ uint64_t kdev_offered_features(const struct kdev *k)
 	return f;
 }
 
+/*
+ * As QEMU's own virtio-blk sizes it (seg-max-adjust): two descriptors of a
+ * request are its header and status, so a guest without indirect
+ * descriptors never builds a chain longer than its ring.  And never more
+ * than the module takes.
+ */
+unsigned int kdev_seg_max(unsigned int queue_size)
+{
+	unsigned int qs = queue_size ? queue_size : KDEV_DEFAULT_QUEUE_SIZE;
+
+	return qs - 2 < VHOST_BLK_SEG_MAX ? qs - 2 : VHOST_BLK_SEG_MAX;
+}
+
 void kdev_blk_config(const struct kdev *k, struct virtio_blk_config *cfg)
 {
 	uint64_t bytes;
@@ -392,7 +435,7 @@ void kdev_blk_config(const struct kdev *k, struct virtio_blk_config *cfg)
 		memset(cfg, 0, sizeof(*cfg));
 		cfg->blk_size = htole32(k->p->disk->blk_size);
 	}
-	cfg->seg_max = htole32(VHOST_BLK_SEG_MAX);
+	cfg->seg_max = htole32(kdev_seg_max(k->p->queue_size));
 	cfg->num_queues = htole16(k->p->num_queues);
 	/* The disk may have grown since the module was asked. */
 	if (disk_size(k->p->disk, &bytes) == 0)

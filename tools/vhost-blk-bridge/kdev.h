@@ -40,7 +40,12 @@ struct disk {
 	uint32_t blk_size;		/* logical block size */
 };
 
-int disk_open(struct disk *d, const char *path, bool read_only);
+/*
+ * Open and check the backend; unless @shared, take an OFD lock on all of
+ * it (write lock, or read lock when @read_only), held until disk_close().
+ * 0 or -errno, the reason logged.
+ */
+int disk_open(struct disk *d, const char *path, bool read_only, bool shared);
 /* Size in bytes (BLKGETSIZE64 or st_size); 0 or -errno. */
 int disk_size(const struct disk *d, uint64_t *bytes);
 void disk_close(struct disk *d);
@@ -51,10 +56,21 @@ struct kdev_params {
 	const struct kdev_ops *ops;
 	const struct disk *disk;
 	unsigned int num_queues;
+	/*
+	 * The frontend's ring size (QEMU's queue-size; 0: QEMU's default,
+	 * KDEV_DEFAULT_QUEUE_SIZE): seg_max is at most this - 2.
+	 */
+	unsigned int queue_size;
 	unsigned int poll_us;		/* VHOST_SET_VRING_BUSYLOOP_TIMEOUT */
 	bool poll_adaptive;		/* VHOST_BLK_SET_VRING_POLL */
 	const char *serial;		/* NULL: the module's default */
 };
+
+/* QEMU's vhost-user-blk queue-size default. */
+#define KDEV_DEFAULT_QUEUE_SIZE	128
+
+/* seg_max for a ring of @queue_size entries (0: the default). */
+unsigned int kdev_seg_max(unsigned int queue_size);
 
 struct kdev {
 	const struct kdev_params *p;

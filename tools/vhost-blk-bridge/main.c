@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "kdev.h"
+#include "listen.h"
 #include "log.h"
 #include "vhost_user.h"
 
@@ -28,7 +29,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: vhost-blk-bridge --socket PATH --backend FILE|BLOCKDEV [OPTIONS]\n"
+"Usage: vhost-blk-bridge --socket PATH|--socket-fd N --backend FILE|BLOCKDEV\n"
+"                        [OPTIONS]\n"
 "\n"
 "A vhost-user-blk back-end whose data plane is the kernel's vhost-blk:\n"
 "QEMU's -device vhost-user-blk-pci connects to PATH; guest requests go\n"
@@ -36,27 +38,43 @@ static void usage(FILE *f)
 "through the call eventfd without passing through this process.\n"
 "\n"
 "Options:\n"
-"  -s, --socket PATH        vhost-user socket to listen on (created)\n"
+"  -s, --socket PATH        vhost-user socket to listen on (created, mode\n"
+"                           0600 unless --socket-mode)\n"
+"      --socket-fd N        listen on the inherited socket N instead\n"
+"      --socket-mode MODE   octal mode of the --socket PATH (e.g. 0660)\n"
+"      --socket-group G     group of the --socket PATH (name or number)\n"
+"      --allow-uid U        serve only frontends of user U (name or\n"
+"                           number, SO_PEERCRED); repeat for more users\n"
 "  -b, --backend PATH       raw image file or block device\n"
 "  -r, --read-only          open the backend read-only; the guest sees a\n"
 "                           read-only disk (VIRTIO_BLK_F_RO)\n"
+"      --shared             do not lock the backend (by default an OFD lock\n"
+"                           keeps a second bridge or a QEMU off it); for\n"
+"                           the two bridges of a live migration\n"
 "      --serial S           GET_ID string (at most %d bytes)\n"
 "  -q, --num-queues N       virtqueues (default 1)\n"
+"      --queue-size N       the frontend's ring size, QEMU's queue-size\n"
+"                           (default %d): seg_max is N - 2\n"
 "      --poll-us N          busy-poll each ring for N us before sleeping\n"
 "                           (VHOST_SET_VRING_BUSYLOOP_TIMEOUT, default 0)\n"
 "      --poll-adaptive      adapt the poll window, --poll-us the ceiling\n"
 "      --device PATH        vhost-blk device (default " DEFAULT_DEVICE ")\n"
 "      --once               exit when the first frontend disconnects\n"
 "      --stats-interval S   print the queue counters every S seconds\n"
-"      --msg-timeout MS     wait at most MS for the rest of a message\n"
-"                           (default %d)\n"
+"      --msg-timeout MS     a message must be whole within MS of its\n"
+"                           first byte (default %d)\n"
 "  -v, --verbose            log every vhost-user message\n"
 "  -h, --help               this text\n"
 "\n"
 "The per-queue counters of the module (VHOST_BLK_GET_VRING_STATS) are\n"
 "printed on stdout on SIGUSR1, when a frontend disconnects and at exit.\n"
-"SIGTERM, SIGINT and SIGHUP end the program.\n",
-		VHOST_BLK_SERIAL_LEN, DEFAULT_MSG_TIMEOUT_MS);
+"SIGHUP: the disk's size is read again and the frontend told (online\n"
+"resize).  SIGTERM and SIGINT end the program.\n"
+"\n"
+"Started by a systemd .socket unit (LISTEN_FDS), it serves that socket and\n"
+"takes no --socket option; it tells systemd when it is ready (sd_notify).\n",
+		VHOST_BLK_SERIAL_LEN, KDEV_DEFAULT_QUEUE_SIZE,
+		DEFAULT_MSG_TIMEOUT_MS);
 }
 
 static int parse_uint(const char *opt, const char *s, unsigned long min,
@@ -76,56 +94,6 @@ static int parse_uint(const char *opt, const char *s, unsigned long min,
 	return 0;
 }
 
-/* Listen on path; refuse to steal a socket someone still serves. */
-static int listen_unix(const char *path)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd, probe;
-
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		vbb_err("socket path %s is longer than %zu bytes", path,
-			sizeof(sun.sun_path) - 1);
-		return -1;
-	}
-	strcpy(sun.sun_path, path);
-
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			vbb_err("%s exists and is not a socket", path);
-			return -1;
-		}
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe >= 0 &&
-		    connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
-			close(probe);
-			vbb_err("%s is in use by another process", path);
-			return -1;
-		}
-		if (probe >= 0)
-			close(probe);
-		unlink(path);
-	}
-
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		vbb_err("socket(AF_UNIX): %s", strerror(errno));
-		return -1;
-	}
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		vbb_err("bind %s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	if (listen(fd, 1) < 0) {
-		vbb_err("listen %s: %s", path, strerror(errno));
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	return fd;
-}
-
 static void print_stats(struct vu_session *s, bool active, const char *why)
 {
 	if (!active) {
@@ -141,14 +109,22 @@ int main(int argc, char **argv)
 {
 	enum {
 		OPT_SERIAL = 256, OPT_POLL_US, OPT_POLL_ADAPTIVE, OPT_DEVICE,
-		OPT_ONCE, OPT_STATS_INTERVAL, OPT_MSG_TIMEOUT,
+		OPT_ONCE, OPT_STATS_INTERVAL, OPT_MSG_TIMEOUT, OPT_SOCKET_FD,
+		OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_ALLOW_UID, OPT_SHARED,
+		OPT_QUEUE_SIZE,
 	};
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "socket-fd", required_argument, NULL, OPT_SOCKET_FD },
+		{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
+		{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
+		{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 		{ "backend", required_argument, NULL, 'b' },
 		{ "read-only", no_argument, NULL, 'r' },
+		{ "shared", no_argument, NULL, OPT_SHARED },
 		{ "serial", required_argument, NULL, OPT_SERIAL },
 		{ "num-queues", required_argument, NULL, 'q' },
+		{ "queue-size", required_argument, NULL, OPT_QUEUE_SIZE },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
 		{ "poll-adaptive", no_argument, NULL, OPT_POLL_ADAPTIVE },
 		{ "device", required_argument, NULL, OPT_DEVICE },
@@ -159,9 +135,15 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *socket_path = NULL, *backend = NULL;
+	struct vbb_listen_opts lo = { .fd = -1 };
+	enum vbb_listen_source src;
+	uid_t allow[VBB_MAX_ALLOW_UIDS];
+	size_t nallow = 0;
+	unsigned int sock_fd;
+	const char *backend = NULL, *where;
 	unsigned int stats_interval = 0, timeout_ms = DEFAULT_MSG_TIMEOUT_MS;
 	bool read_only = false, once = false, active = false, stop = false;
+	bool shared = false;
 	struct vu_params params = {
 		.kdev = {
 			.path = DEFAULT_DEVICE,
@@ -179,13 +161,36 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "s:b:rq:vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
-			socket_path = optarg;
+			lo.path = optarg;
+			break;
+		case OPT_SOCKET_FD:
+			if (parse_uint("--socket-fd", optarg, 0, INT_MAX,
+				       &sock_fd))
+				return 2;
+			lo.fd = sock_fd;
+			break;
+		case OPT_SOCKET_MODE:
+			if (vbb_parse_mode("--socket-mode", optarg, &lo.mode))
+				return 2;
+			lo.has_mode = true;
+			break;
+		case OPT_SOCKET_GROUP:
+			if (vbb_parse_group("--socket-group", optarg, &lo.gid))
+				return 2;
+			lo.has_gid = true;
+			break;
+		case OPT_ALLOW_UID:
+			if (vbb_parse_uid("--allow-uid", optarg, allow, &nallow))
+				return 2;
 			break;
 		case 'b':
 			backend = optarg;
 			break;
 		case 'r':
 			read_only = true;
+			break;
+		case OPT_SHARED:
+			shared = true;
 			break;
 		case OPT_SERIAL:
 			if (strlen(optarg) > VHOST_BLK_SERIAL_LEN) {
@@ -198,6 +203,11 @@ int main(int argc, char **argv)
 		case 'q':
 			if (parse_uint("--num-queues", optarg, 1,
 				       KDEV_MAX_QUEUES, &params.kdev.num_queues))
+				return 2;
+			break;
+		case OPT_QUEUE_SIZE:
+			if (parse_uint("--queue-size", optarg, 4, 32768,
+				       &params.kdev.queue_size))
 				return 2;
 			break;
 		case OPT_POLL_US:
@@ -239,8 +249,8 @@ int main(int argc, char **argv)
 		vbb_err("unexpected argument '%s' (see --help)", argv[optind]);
 		return 2;
 	}
-	if (!socket_path || !backend) {
-		vbb_err("--socket and --backend are required (see --help)");
+	if (!backend) {
+		vbb_err("--backend is required (see --help)");
 		return 2;
 	}
 	if (params.kdev.poll_adaptive && !params.kdev.poll_us) {
@@ -249,7 +259,7 @@ int main(int argc, char **argv)
 	}
 	params.msg_timeout_ms = timeout_ms;
 
-	if (disk_open(&disk, backend, read_only))
+	if (disk_open(&disk, backend, read_only, shared))
 		return 1;
 	params.kdev.disk = &disk;
 
@@ -273,16 +283,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	lfd = listen_unix(socket_path);
+	lfd = vbb_listen(&lo, &src);
 	if (lfd < 0) {
 		close(sfd);
 		disk_close(&disk);
 		return 1;
 	}
+	where = src == VBB_LISTEN_SYSTEMD ? "the socket systemd passed" :
+		src == VBB_LISTEN_FD ? "the --socket-fd socket" : lo.path;
 	vbb_info("serving %s%s on %s through %s, %u queue%s",
-		 backend, read_only ? " (read-only)" : "", socket_path,
+		 backend, read_only ? " (read-only)" : "", where,
 		 params.kdev.path, params.kdev.num_queues,
 		 params.kdev.num_queues == 1 ? "" : "s");
+	vbb_notify_ready(backend);
 
 	while (!stop) {
 		struct pollfd pfd[3] = {
@@ -311,6 +324,11 @@ int main(int argc, char **argv)
 			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGUSR1) {
 					print_stats(&session, active, "signal");
+				} else if (si.ssi_signo == SIGHUP) {
+					if (active)
+						vu_session_config_changed(&session);
+					else
+						vbb_info("SIGHUP: no frontend to tell of the disk's size");
 				} else {
 					vbb_info("%s: exiting",
 						 strsignal(si.ssi_signo));
@@ -324,8 +342,10 @@ int main(int argc, char **argv)
 			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 
 			if (fd < 0) {
-				vbb_warn("accept on %s: %s", socket_path,
+				vbb_warn("accept on %s: %s", where,
 					 strerror(errno));
+			} else if (!vbb_peer_allowed(fd, allow, nallow)) {
+				close(fd);
 			} else if (active) {
 				vbb_warn("a frontend is already connected: refusing another");
 				close(fd);
@@ -362,7 +382,8 @@ int main(int argc, char **argv)
 		close(cfd);
 	}
 	close(lfd);
-	unlink(socket_path);
+	if (src == VBB_LISTEN_PATH)
+		unlink(lo.path);
 	close(sfd);
 	disk_close(&disk);
 	return status;

@@ -16,13 +16,17 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -54,7 +58,7 @@ static const char *const vu_names[VU_REQUEST_MAX] = {
 	[VU_SET_VRING_ENABLE] = "SET_VRING_ENABLE",
 	[VU_SEND_RARP] = "SEND_RARP",
 	[VU_NET_SET_MTU] = "NET_SET_MTU",
-	[VU_SET_SLAVE_REQ_FD] = "SET_SLAVE_REQ_FD",
+	[VU_SET_BACKEND_REQ_FD] = "SET_BACKEND_REQ_FD",
 	[VU_IOTLB_MSG] = "IOTLB_MSG",
 	[VU_SET_VRING_ENDIAN] = "SET_VRING_ENDIAN",
 	[VU_GET_CONFIG] = "GET_CONFIG",
@@ -98,16 +102,27 @@ static void close_fds(struct vu_msg *m)
 	m->nfds = 0;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /*
  * Read exactly len bytes into buf, gathering SCM_RIGHTS descriptors into
- * m.  The first read blocks (the caller saw the socket readable); later
- * ones wait at most timeout_ms.  1: done; 0: EOF before the first byte;
- * -1: error in err (EOF after some bytes included).
+ * m.  The first read of a message blocks (the caller saw the socket
+ * readable) and starts its deadline, *deadline (CLOCK_MONOTONIC ms, 0
+ * until then): the whole message must arrive by then, however the sender
+ * spreads its bytes.  1: done; 0: EOF before the first byte; -1: error in
+ * err (EOF after some bytes included).
  */
 static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
-		     bool first, int timeout_ms, const char *what, char *err,
-		     size_t errlen)
+		     int64_t *deadline, int timeout_ms, const char *what,
+		     char *err, size_t errlen)
 {
+	bool first = !*deadline;
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * VU_MAX_FDS)];
 		struct cmsghdr align;
@@ -128,7 +143,8 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 
 		if (!first || got) {
 			struct pollfd pfd = { .fd = sock, .events = POLLIN };
-			int r = poll(&pfd, 1, timeout_ms);
+			int64_t left = *deadline - now_ms();
+			int r = left > 0 ? poll(&pfd, 1, (int)left) : 0;
 
 			if (r < 0 && errno == EINTR)
 				continue;
@@ -139,7 +155,7 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 			}
 			if (r == 0) {
 				snprintf(err, errlen,
-					 "short %s: %zu of %zu bytes, then nothing for %d ms",
+					 "short %s: %zu of %zu bytes when the message's %d ms were up",
 					 what, got, len, timeout_ms);
 				return -1;
 			}
@@ -188,6 +204,8 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 				 what, got, len);
 			return -1;
 		}
+		if (!*deadline)
+			*deadline = now_ms() + timeout_ms;
 		got += n;
 	}
 	return 1;
@@ -196,12 +214,13 @@ static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
 int vu_recv_msg(int sock, struct vu_msg *m, int timeout_ms, char *err,
 		size_t errlen)
 {
+	int64_t deadline = 0;
 	int ret;
 
 	memset(&m->hdr, 0, sizeof(m->hdr));
 	m->nfds = 0;
-	ret = recv_full(sock, &m->hdr, sizeof(m->hdr), m, true, timeout_ms,
-			"header", err, errlen);
+	ret = recv_full(sock, &m->hdr, sizeof(m->hdr), m, &deadline,
+			timeout_ms, "header", err, errlen);
 	if (ret <= 0)
 		goto out;
 
@@ -227,7 +246,7 @@ int vu_recv_msg(int sock, struct vu_msg *m, int timeout_ms, char *err,
 	}
 	memset(&m->payload, 0, sizeof(m->payload));
 	if (m->hdr.size)
-		ret = recv_full(sock, &m->payload, m->hdr.size, m, false,
+		ret = recv_full(sock, &m->payload, m->hdr.size, m, &deadline,
 				timeout_ms, "payload", err, errlen);
 	else
 		ret = 1;
@@ -517,13 +536,56 @@ static int h_reset_owner(struct vu_session *s, struct vu_msg *m,
 	return ret;
 }
 
+/*
+ * The page size of the memory behind @fd: a hugetlbfs file (QEMU's
+ * memory-backend-file on /dev/hugepages, or a memfd with hugetlb=on) maps
+ * only at offsets and lengths of its huge page size.
+ */
+static uint64_t fd_page_size(int fd)
+{
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs) == 0 && sfs.f_type == HUGETLBFS_MAGIC)
+		return sfs.f_bsize;
+	return sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * Map @len bytes of guest memory at @offset of @fd, from the page of the
+ * fd's page size that holds @offset: *@map and *@map_len are what to
+ * munmap, the return value the address of @offset.  MAP_NORESERVE, as
+ * QEMU maps it: the pages are the frontend's, reserved (or not) there.
+ * MADV_DONTDUMP: a core of the bridge holds no guest RAM.
+ */
+static void *map_guest(int fd, uint64_t offset, uint64_t len, void **map,
+		       size_t *map_len)
+{
+	uint64_t page = fd_page_size(fd), delta = offset & (page - 1);
+	uint64_t span = (len + delta + page - 1) & ~(page - 1);
+	void *addr;
+
+	if (span < len || span > SIZE_MAX) {
+		errno = EOVERFLOW;
+		return NULL;
+	}
+	addr = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_NORESERVE, fd, (off_t)(offset - delta));
+	if (addr == MAP_FAILED)
+		return NULL;
+	if (madvise(addr, span, MADV_DONTDUMP))
+		vbb_warn("madvise(MADV_DONTDUMP) on guest memory: %s",
+			 strerror(errno));
+	*map = addr;
+	*map_len = span;
+	return (uint8_t *)addr + delta;
+}
+
 static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 			   struct vu_reply *r)
 {
 	const struct vu_memory *mem = &m->payload.memory;
 	struct vu_region nr[VU_MAX_REGIONS], old[VU_MAX_REGIONS];
 	unsigned int i, n = mem->nregions, nold;
-	long page = sysconf(_SC_PAGESIZE);
 	struct vhost_memory *km = NULL;
 	size_t want;
 	int ret;
@@ -544,8 +606,7 @@ static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 	memset(nr, 0, sizeof(nr));
 	for (i = 0; i < n; i++) {
 		const struct vu_mem_region *mr = &mem->regions[i];
-		uint64_t delta = mr->mmap_offset & (page - 1);
-		void *addr;
+		void *host;
 
 		if (!mr->memory_size ||
 		    mr->guest_phys_addr + mr->memory_size < mr->guest_phys_addr ||
@@ -560,19 +621,19 @@ static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 			goto err;
 		}
 		nr[i].r = *mr;
-		nr[i].mmap_len = mr->memory_size + delta;
-		addr = mmap(NULL, nr[i].mmap_len, PROT_READ | PROT_WRITE,
-			    MAP_SHARED, m->fds[i], mr->mmap_offset - delta);
-		if (addr == MAP_FAILED) {
+		host = map_guest(m->fds[i], mr->mmap_offset, mr->memory_size,
+				 &nr[i].mmap_addr, &nr[i].mmap_len);
+		if (!host) {
 			ret = fail(m, -errno,
-				   "mmap of region %u (%llu bytes at offset 0x%llx of fd %d): %s",
+				   "mmap of region %u (%llu bytes at offset 0x%llx of fd %d, page size %llu): %s",
 				   i, (unsigned long long)mr->memory_size,
 				   (unsigned long long)mr->mmap_offset,
-				   m->fds[i], strerror(errno));
+				   m->fds[i],
+				   (unsigned long long)fd_page_size(m->fds[i]),
+				   strerror(errno));
 			goto err;
 		}
-		nr[i].mmap_addr = addr;
-		nr[i].host = (uint8_t *)addr + delta;
+		nr[i].host = host;
 		vbb_dbg("region %u: guest 0x%llx size 0x%llx frontend 0x%llx -> %p",
 			i, (unsigned long long)mr->guest_phys_addr,
 			(unsigned long long)mr->memory_size,
@@ -688,6 +749,11 @@ static int h_set_vring_num(struct vu_session *s, struct vu_msg *m,
 		return ret;
 	v->num = st.num;
 	v->num_set = true;
+	if (st.num < kdev_seg_max(s->p->kdev.queue_size) + 2)
+		vbb_warn("ring %u has %u entries, fewer than seg_max %u + 2 (--queue-size %u): a guest without indirect descriptors may build a request it cannot post",
+			 st.index, st.num, kdev_seg_max(s->p->kdev.queue_size),
+			 s->p->kdev.queue_size ? s->p->kdev.queue_size :
+			 KDEV_DEFAULT_QUEUE_SIZE);
 	/* Check the ring still fits where it is. */
 	if (v->addr_set && s->mem_set)
 		return kernel_vring_addr(s, m, st.index);
@@ -796,9 +862,19 @@ static int h_set_vring_fd(struct vu_session *s, struct vu_msg *m,
 		return ret;
 	case VU_SET_VRING_CALL:
 		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_CALL, &f);
-		if (!ret)
-			v->call_set = f.fd != VHOST_FILE_UNBIND;
-		return ret;
+		if (ret)
+			return ret;
+		v->call_set = f.fd != VHOST_FILE_UNBIND;
+		/*
+		 * One signal on a new call eventfd, as libvhost-user sends:
+		 * a frontend that reconnected, or that waits for a first
+		 * interrupt, then misses none that went to the old one.  A
+		 * guest that finds nothing new in the used ring ignores it.
+		 */
+		if (v->call_set && eventfd_write(f.fd, 1))
+			vbb_warn("vring %u: signalling the new call eventfd: %s",
+				 f.index, strerror(errno));
+		return 0;
 	default:
 		return KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ERR, &f);
 	}
@@ -897,6 +973,46 @@ static int h_get_config(struct vu_session *s, struct vu_msg *m,
 	return 0;
 }
 
+/* The channel for our own requests (config changes); the fd is kept. */
+static int h_set_backend_req_fd(struct vu_session *s, struct vu_msg *m,
+				struct vu_reply *r)
+{
+	(void)r;
+	if (!(s->protocol_features & (1ULL << VU_PROTOCOL_F_BACKEND_REQ)))
+		return fail(m, -EINVAL,
+			    "VHOST_USER_PROTOCOL_F_BACKEND_REQ was not negotiated");
+	if (s->backend_fd >= 0)
+		close(s->backend_fd);
+	s->backend_fd = m->fds[0];
+	m->fds[0] = -1;
+	return 0;
+}
+
+int vu_session_config_changed(struct vu_session *s)
+{
+	struct vu_hdr h = {
+		.request = VU_BACKEND_CONFIG_CHANGE_MSG, .flags = VU_VERSION,
+	};
+	struct virtio_blk_config cfg;
+	int ret;
+
+	kdev_blk_config(&s->kdev, &cfg);
+	if (s->backend_fd < 0) {
+		vbb_warn("disk size %llu sectors: the frontend has no back-end channel (BACKEND_REQ), the guest sees it when it reads its config again",
+			 (unsigned long long)le64toh(cfg.capacity));
+		return -ENOTCONN;
+	}
+	ret = vu_send_msg(s->backend_fd, &h, NULL);
+	if (ret) {
+		vbb_warn("sending CONFIG_CHANGE_MSG to the frontend: %s",
+			 strerror(-ret));
+		return ret;
+	}
+	vbb_info("disk size %llu sectors: config change sent to the frontend",
+		 (unsigned long long)le64toh(cfg.capacity));
+	return 0;
+}
+
 static int h_set_config(struct vu_session *s, struct vu_msg *m,
 			struct vu_reply *r)
 {
@@ -955,6 +1071,7 @@ static const struct vu_handler {
 	[VU_SET_VRING_ENABLE] = { h_set_vring_enable, 8, FDS_NONE, false },
 	[VU_GET_CONFIG] = { h_get_config, SIZE_VAR, FDS_NONE, true },
 	[VU_SET_CONFIG] = { h_set_config, SIZE_VAR, FDS_NONE, false },
+	[VU_SET_BACKEND_REQ_FD] = { h_set_backend_req_fd, 0, FDS_ONE, false },
 };
 
 /* Size and descriptor checks common to every request. */
@@ -1000,6 +1117,7 @@ int vu_session_open(struct vu_session *s, const struct vu_params *p,
 	memset(s, 0, sizeof(*s));
 	s->p = p;
 	s->sock = sock;
+	s->backend_fd = -1;
 	ret = kdev_open(&s->kdev, &p->kdev);
 	if (ret)
 		return ret;
@@ -1099,5 +1217,8 @@ void vu_session_close(struct vu_session *s)
 		munmap(s->log_map, s->log_map_len);
 	s->log_map = NULL;
 	s->log_map_len = 0;
+	if (s->backend_fd >= 0)
+		close(s->backend_fd);
+	s->backend_fd = -1;
 	memset(s->vrings, 0, sizeof(s->vrings));
 }

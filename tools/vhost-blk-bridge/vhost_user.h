@@ -37,7 +37,7 @@ enum vu_request {
 	VU_SET_VRING_ENABLE = 18,
 	VU_SEND_RARP = 19,
 	VU_NET_SET_MTU = 20,
-	VU_SET_SLAVE_REQ_FD = 21,
+	VU_SET_BACKEND_REQ_FD = 21,
 	VU_IOTLB_MSG = 22,
 	VU_SET_VRING_ENDIAN = 23,
 	VU_GET_CONFIG = 24,
@@ -75,12 +75,17 @@ enum vu_request {
 #define VU_PROTOCOL_F_MQ		0
 #define VU_PROTOCOL_F_LOG_SHMFD		1
 #define VU_PROTOCOL_F_REPLY_ACK		3
+#define VU_PROTOCOL_F_BACKEND_REQ	5
 #define VU_PROTOCOL_F_CONFIG		9
 /* What the bridge implements, and offers. */
 #define VU_PROTOCOL_FEATURES	((1ULL << VU_PROTOCOL_F_MQ) |		\
 				 (1ULL << VU_PROTOCOL_F_LOG_SHMFD) |	\
 				 (1ULL << VU_PROTOCOL_F_REPLY_ACK) |	\
+				 (1ULL << VU_PROTOCOL_F_BACKEND_REQ) |	\
 				 (1ULL << VU_PROTOCOL_F_CONFIG))
+
+/* Back-end to front-end requests, on the SET_BACKEND_REQ_FD channel. */
+#define VU_BACKEND_CONFIG_CHANGE_MSG	2
 
 /* SET_VRING_KICK / CALL / ERR payload. */
 #define VU_VRING_IDX_MASK	0xffULL
@@ -172,7 +177,7 @@ int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload);
 /* Daemon-wide settings each connection is served with. */
 struct vu_params {
 	struct kdev_params kdev;
-	int msg_timeout_ms;		/* rest of a started message */
+	int msg_timeout_ms;		/* a whole message, from its first byte */
 };
 
 struct vu_region {
@@ -205,6 +210,8 @@ struct vu_session {
 	unsigned int nregions;
 	bool mem_set;
 	struct vu_vring vrings[KDEV_MAX_QUEUES];
+	/* The back-end request channel (SET_BACKEND_REQ_FD), or -1. */
+	int backend_fd;
 	/* The dirty log of a migration (SET_LOG_BASE), mapped here. */
 	void *log_map;
 	size_t log_map_len;
@@ -217,6 +224,14 @@ struct vu_session {
  */
 int vu_session_open(struct vu_session *s, const struct vu_params *p,
 		    int sock);
+
+/*
+ * The disk's size changed (SIGHUP): tell the frontend on the back-end
+ * channel (VHOST_USER_BACKEND_CONFIG_CHANGE_MSG), which then reads the
+ * config space again and interrupts the guest.  0, or -ENOTCONN when the
+ * frontend set up no channel (logged).
+ */
+int vu_session_config_changed(struct vu_session *s);
 
 /*
  * Read and handle one message.  0: go on; 1: the frontend closed the

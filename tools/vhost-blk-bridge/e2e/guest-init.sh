@@ -6,6 +6,7 @@
 # QEMU's vhost-user-blk-pci -> vhost-blk-bridge -> /dev/vhost-blk.
 #
 # Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|demo|probe, vbb.serial=S,
+# vbb.resize=1 (reconnect: ask the host to grow the disk, see it grow),
 # vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo: seconds per
 # fio job).  Every check prints
 #   VBB-E2E-RESULT <name> pass|fail [detail]
@@ -128,6 +129,30 @@ reconnect)
 	check fsck /sbin/e2fsck -fn /dev/vda
 	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
 	phase_end reconnect
+	if [ "$(arg vbb.resize)" = 1 ]; then
+		# Online resize: the host grows the disk and SIGHUPs the
+		# bridge, which sends CONFIG_CHANGE_MSG; QEMU interrupts us
+		# with the new capacity.  The wait is a hang guard only.
+		phase_start
+		before=$(cat /sys/block/vda/size)
+		echo "VBB-E2E-RESIZE-REQUEST $before"
+		read -r -t 300 ack </dev/console
+		check resize-request-answered test "$ack" = VBB-E2E-GO
+		i=0
+		while [ "$(cat /sys/block/vda/size)" = "$before" ] && [ $i -lt 600 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		after=$(cat /sys/block/vda/size)
+		check resize-capacity-grew test "$after" -gt "$before"
+		echo "  resize: /sys/block/vda/size $before -> $after"
+		# The new area takes writes and reads them back.
+		check resize-new-area-write-verify fio --name=grown \
+			--filename=/dev/vda --offset=$((before * 512)) --size=8m \
+			--rw=write --bs=64k --direct=1 --ioengine=psync \
+			--verify=crc32c --do_verify=1 --output=/tmp/grown
+		phase_end resize
+	fi
 	;;
 ro)
 	phase_start

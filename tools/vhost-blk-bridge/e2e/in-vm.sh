@@ -4,17 +4,27 @@
 # The end-to-end test of vhost-blk-bridge, run INSIDE the test VM (see
 # run.sh): /dev/vhost-blk is there, and so are the host's QEMU and fio.
 #
-#   1. vhost-blk-bridge serves a 256 MiB disk (a file on tmpfs, or /dev/ram0)
+#   1. vhost-blk-bridge serves a 256 MiB disk (a file on tmpfs, or /dev/ram0);
+#      a second bridge on the same disk fails to start (its lock)
 #   2. boot 1 (rw): a nested QEMU guest with -device vhost-user-blk-pci
 #      checks the serial, runs fio write+verify at iodepth 1 and 16, mkfs,
 #      files, fsck, remount and checksums
 #   3. the image is checked from outside: e2fsck, the files' checksums,
 #      fio --verify_only of both regions
-#   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of it
+#   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of
+#      it, its guest memory on 2 MiB huge pages (memfd hugetlb=on); with a
+#      file backend the image then grows by 64 MiB under the running
+#      guest (SIGHUP to the bridge): the guest sees the new size and
+#      writes and verifies the new area
 #   5. boot 3 (migrate): live migration, with reads running, to a second
-#      QEMU on a second bridge on the same disk; the data read during and
-#      after it verifies, and the destination takes new writes
-#   6. boot 4 (ro): the bridge again with --read-only; the guest sees a
+#      QEMU on a second bridge on the same disk (both --shared); the data
+#      read during and after it verifies, and the destination takes new
+#      writes
+#   6. boot 4 (ro): the bridge again with --read-only, started as systemd
+#      starts it for vhost-blk-bridge@.socket (systemd-socket-activate: the
+#      socket is passed in LISTEN_FDS, group 4242, mode 0660) with
+#      --allow-uid 4242: a connection from root is refused and logged, and
+#      the guest's QEMU runs as uid 4242, unprivileged.  The guest sees a
 #      read-only disk, a write is refused, reads verify; the image does not
 #      change
 #
@@ -135,6 +145,34 @@ start_bridge() {	# start_bridge LOG [options]; on $BRIDGE_SOCK if set
 	die "the bridge did not start (log: $log)"
 }
 
+# The frontend user of boot 4, as libvirt-qemu would be: no privilege, no
+# group of the socket's but its own.
+vm_uid=4242
+
+# start_bridge_activated LOG [options]: as systemd starts the bridge of
+# vhost-blk-bridge@.socket.  systemd-socket-activate listens on $sock and,
+# at the first connection, execs the bridge with the socket in LISTEN_FDS
+# (bridge_pid becomes the bridge's).  The socket gets what SocketGroup=
+# and SocketMode= would give it: the frontend user's group, 0660.
+start_bridge_activated() {
+	local log=$1 i
+
+	shift
+	rm -f "$sock"
+	systemd-socket-activate -l "$sock" "$bridge" --backend "$disk" \
+		--serial "$serial" --num-queues "$queues" --poll-us "$poll_us" \
+		"$@" >"$log" 2>&1 &
+	bridge_pid=$!
+	for i in $(seq 100); do
+		[ -S "$sock" ] && break
+		kill -0 "$bridge_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	[ -S "$sock" ] && chgrp "$vm_uid" "$sock" && chmod 0660 "$sock" && return 0
+	sed 's/^/  bridge: /' "$log"
+	die "systemd-socket-activate did not listen on $sock (log: $log)"
+}
+
 stop_bridge() {	# stop_bridge NAME: SIGTERM, expect exit status 0
 	local rc
 
@@ -191,6 +229,11 @@ serve_stats_request() {
 	echo VBB-E2E-GO >&"$console_fd"
 }
 
+# What runs QEMU: nothing (root), or setpriv to run it as another user.
+qemu_as=()
+# Further options of the guest's memory backend (hugetlb=on for boot 2).
+mem_opts=
+
 # guest_qemu MODE SOCKET [QEMU options] &: the nested guest's QEMU, its
 # disk on the bridge at SOCKET.  Run it in the background only: it execs,
 # so that the job's pid is the QEMU's own timeout, which a kill reaches.
@@ -199,19 +242,34 @@ guest_qemu() {
 
 	shift 2
 	[ "$smp" -gt 1 ] && accel=tcg,thread=multi
-	exec timeout -k 10 "$boot_timeout" qemu-system-x86_64 \
+	exec timeout -k 10 "$boot_timeout" "${qemu_as[@]}" qemu-system-x86_64 \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
 		-machine pc -accel "$accel" -cpu max -smp "$smp" -m "$guest_mem" \
-		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on" \
+		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on${mem_opts:+,$mem_opts}" \
 		-numa node,memdev=mem \
 		-kernel "$kernel" \
-		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
+		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.resize=$resize vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
 		-serial stdio \
 		-chardev "socket,id=vbb,path=$s" \
 		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
 		-drive "file=$tools,if=none,id=tools,format=raw,readonly=on" \
 		-device virtio-blk-pci,drive=tools,addr=0x5 \
 		"$@"
+}
+
+# Online resize (boot 2, a file backend: it can grow): when the guest asks
+# (VBB-E2E-RESIZE-REQUEST), grow the image by 64 MiB, SIGHUP the bridge,
+# wait for its "config change sent" line, then let the guest go on.
+resize=0
+[ "$backend" = file ] && resize=1
+serve_resize_request() {
+	local log=$1 qemu_pid=$2 blog=$3
+
+	wait_line "$log" '^VBB-E2E-RESIZE-REQUEST' "$qemu_pid" || return
+	truncate -s +64M "$disk"
+	kill -HUP "$bridge_pid"
+	wait_line "$blog" 'config change sent to the frontend' "$bridge_pid"
+	echo VBB-E2E-GO >&"$console_fd"
 }
 
 # guest_results MODE LOG: the results and timings the guest printed.
@@ -239,6 +297,9 @@ boot() {
 	qemu_pid=$!
 	if [ "$mode" = rw ]; then
 		serve_stats_request "$log" "$qemu_pid" &
+		helper=$!
+	elif [ "$mode" = reconnect ] && [ "$resize" = 1 ]; then
+		serve_resize_request "$log" "$qemu_pid" "$out/bridge-rw.log" &
 		helper=$!
 	fi
 	wait "$qemu_pid"
@@ -280,9 +341,12 @@ migrate_boot() {
 	local dst_sock=$work/vbb-dst.sock src_pid dst_pid src_bridge dst_bridge
 	local t0 t1 st= i dst_fd src_reads dst_reads
 
-	start_bridge "$out/bridge-migrate-src.log" --verbose
+	# Both on the disk at once: --shared, or the second one finds the
+	# first one's lock.
+	start_bridge "$out/bridge-migrate-src.log" --verbose --shared
 	src_bridge=$bridge_pid
-	BRIDGE_SOCK=$dst_sock start_bridge "$out/bridge-migrate-dst.log" --verbose
+	BRIDGE_SOCK=$dst_sock start_bridge "$out/bridge-migrate-dst.log" \
+		--verbose --shared
 	dst_bridge=$bridge_pid
 	mkfifo "$dst_in" || die "cannot create $dst_in"
 	exec {dst_fd}<>"$dst_in"
@@ -401,6 +465,16 @@ fi
 
 # Boot 1 and 2: one bridge, two frontends one after the other.
 start_bridge "$out/bridge-rw.log"
+# A second bridge on the same disk, without --shared, does not start: the
+# first one's lock.
+if "$bridge" --socket "$work/second.sock" --backend "$disk" --once \
+	>"$out/bridge-second.log" 2>&1; then
+	record bridge-disk-locked fail "a second bridge started on $disk"
+elif grep -q 'is locked by another process' "$out/bridge-second.log"; then
+	record bridge-disk-locked pass
+else
+	record bridge-disk-locked fail "no lock message in $out/bridge-second.log"
+fi
 # SIGUSR1 while the guest has its disk open (serve_stats_request): the
 # bridge prints the module's counters, which must show the guest's reads.
 boot rw
@@ -409,7 +483,20 @@ if grep -q 'stats signal queue=0 in=[1-9]' "$out/bridge-rw.log"; then
 else
 	record bridge-sigusr1-stats fail "no 'stats signal' line with requests in $out/bridge-rw.log"
 fi
+# Boot 2 with the guest's memory on 2 MiB huge pages (memfd hugetlb=on),
+# which the bridge maps from hugetlbfs.
+huge_need=$(( (guest_mem + 1) / 2 ))
+echo $((huge_need + 8)) >/proc/sys/vm/nr_hugepages
+huge_free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+if [ "${huge_free:-0}" -ge "$huge_need" ]; then
+	record hugepages-reserved pass "$huge_free free"
+	mem_opts=hugetlb=on,hugetlbsize=2M
+else
+	record hugepages-reserved fail "only ${huge_free:-0} of $huge_need huge pages"
+fi
 boot reconnect
+mem_opts=
+echo 0 >/proc/sys/vm/nr_hugepages
 stop_bridge bridge-rw-exit
 show_stats "$out/bridge-rw.log"
 # Its error lines (vbb_err()), not a counter that has 'error' in its name.
@@ -441,10 +528,28 @@ timing host-checks "$(elapsed "$t0")"
 # Boot 3: live migration.
 migrate_boot
 
-# Boot 4: read-only.
+# Boot 4: read-only, the bridge socket-activated in front of an
+# unprivileged QEMU, which may reach the socket in $work and nothing else
+# there.
 sum_before=$(sha256sum <"$disk")
-start_bridge "$out/bridge-ro.log" --read-only
+chmod 0711 "$work"
+start_bridge_activated "$out/bridge-ro.log" --read-only --allow-uid "$vm_uid"
+# root is not on the allow-list: its connection starts the bridge, which
+# refuses it.
+socat -u OPEN:/dev/null "UNIX-CONNECT:$sock" 2>>"$out/bridge-ro.log"
+if wait_line "$out/bridge-ro.log" "refusing a frontend: uid 0 " "$bridge_pid"; then
+	record bridge-refuses-uid-0 pass
+else
+	record bridge-refuses-uid-0 fail "no refusal in $out/bridge-ro.log"
+fi
+qemu_as=(setpriv --reuid="$vm_uid" --regid="$vm_uid" --clear-groups)
 boot ro
+qemu_as=()
+if grep -q 'on the socket systemd passed' "$out/bridge-ro.log"; then
+	record bridge-socket-activation pass
+else
+	record bridge-socket-activation fail "not serving the LISTEN_FDS socket (log $out/bridge-ro.log)"
+fi
 stop_bridge bridge-ro-exit
 show_stats "$out/bridge-ro.log"
 if [ "$(sha256sum <"$disk")" = "$sum_before" ]; then

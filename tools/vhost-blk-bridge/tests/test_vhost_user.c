@@ -3,9 +3,8 @@
  * Unit tests of vhost-blk-bridge's vhost-user side, on the host: no VM, no
  * module.  The test plays QEMU on one end of a socketpair and drives the
  * bridge's session on the other end one message at a time; a fake
- * /dev/vhost-blk (struct kdev_ops) records every ioctl the bridge issues
- * and refuses what the real module refuses (SET_VRING_NUM / BASE on a
- * running ring).  Output is TAP.
+ * /dev/vhost-blk (fake_kdev.c) records every ioctl the bridge issues and
+ * refuses what the real module refuses.  Output is TAP.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -19,307 +18,19 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
+#include <systemd/sd-daemon.h>
 #include <linux/virtio_ring.h>
 
+#include "fake_kdev.h"
 #include "kdev.h"
+#include "listen.h"
 #include "log.h"
 #include "vhost_user.h"
-
-#define F(bit)		(1ULL << (bit))
-
-/* ------------------------------------------------------------ the fake */
-
-#define FAKE_MAX_CALLS	512
-#define FAKE_FD		1000
-
-struct fake_call {
-	unsigned long req;
-	int ret;
-	union {
-		uint64_t u64;
-		struct vhost_vring_state state;
-		struct vhost_vring_addr addr;
-		struct vhost_vring_file file;
-		char serial[VHOST_BLK_SERIAL_LEN];
-	} a;
-	bool fd_valid;			/* vring file / backend: fd was open */
-	uint32_t nregions;
-	struct vhost_memory_region regions[VU_MAX_REGIONS];
-};
-
-struct fake {
-	struct fake_call calls[FAKE_MAX_CALLS];
-	unsigned int ncalls;
-	unsigned int opens, closes;
-	bool open;
-	int open_errno;			/* open fails with this */
-	bool owner;
-	bool attached;
-	bool ro_backend;		/* the attached fd is read-only */
-	uint64_t features;
-	bool has_config;		/* VHOST_BLK_GET_CONFIG exists */
-	unsigned int nvqs;
-	uint64_t desc[KDEV_MAX_QUEUES];
-	bool running[KDEV_MAX_QUEUES];
-	uint16_t last_avail[KDEV_MAX_QUEUES];
-	unsigned long fail_req;		/* this ioctl fails ... */
-	int fail_errno;			/* ... with this */
-};
-
-#define FAKE_FEATURES							\
-	(F(VIRTIO_F_VERSION_1) | F(VIRTIO_RING_F_INDIRECT_DESC) |	\
-	 F(VIRTIO_RING_F_EVENT_IDX) | F(VIRTIO_BLK_F_SEG_MAX) |		\
-	 F(VIRTIO_BLK_F_BLK_SIZE) | F(VIRTIO_BLK_F_FLUSH) |		\
-	 F(VIRTIO_BLK_F_TOPOLOGY) | F(VIRTIO_BLK_F_MQ) |		\
-	 F(VIRTIO_BLK_F_DISCARD) | F(VIRTIO_BLK_F_WRITE_ZEROES) |	\
-	 F(VHOST_F_LOG_ALL))
-static const uint64_t fake_features = FAKE_FEATURES;
-/* What QEMU acks outside a migration: all but dirty logging. */
-static const uint64_t fake_guest_features = FAKE_FEATURES & ~F(VHOST_F_LOG_ALL);
-
-static void fake_init(struct fake *f)
-{
-	memset(f, 0, sizeof(*f));
-	f->features = fake_features;
-	f->has_config = true;
-	f->nvqs = 16;
-}
-
-static int fake_open(void *priv, const char *path)
-{
-	struct fake *f = priv;
-
-	(void)path;
-	if (f->open_errno)
-		return -f->open_errno;
-	f->opens++;
-	f->open = true;
-	f->owner = false;
-	f->attached = false;
-	memset(f->desc, 0, sizeof(f->desc));
-	memset(f->running, 0, sizeof(f->running));
-	return FAKE_FD;
-}
-
-static void fake_close(void *priv, int fd)
-{
-	struct fake *f = priv;
-
-	(void)fd;
-	f->closes++;
-	f->open = false;
-	f->attached = false;
-}
-
-static bool fd_is_open(int fd)
-{
-	return fd >= 0 && fcntl(fd, F_GETFD) != -1;
-}
-
-static bool fake_vring_req(unsigned long req)
-{
-	return req == VHOST_SET_VRING_NUM || req == VHOST_SET_VRING_BASE ||
-	       req == VHOST_GET_VRING_BASE || req == VHOST_SET_VRING_ADDR ||
-	       req == VHOST_SET_VRING_KICK || req == VHOST_SET_VRING_CALL ||
-	       req == VHOST_SET_VRING_ERR ||
-	       req == VHOST_SET_VRING_BUSYLOOP_TIMEOUT;
-}
-
-static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
-		   void *arg)
-{
-	unsigned int i, idx = 0;
-
-	if (!f->open)
-		return -EBADF;
-	if (f->fail_req == req)
-		return -f->fail_errno;
-	if (req == VHOST_BLK_SET_NUM_QUEUES) {
-		/* Only before the owner, as the module does. */
-		if (f->owner)
-			return -EBUSY;
-		return *(__u32 *)arg && *(__u32 *)arg <= f->nvqs ? 0 : -EINVAL;
-	}
-	if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES && !f->owner)
-		return -EPERM;
-	if (fake_vring_req(req)) {
-		idx = c->a.state.index;		/* index is first everywhere */
-		if (idx >= f->nvqs)
-			return -ENOBUFS;
-	}
-
-	switch (req) {
-	case VHOST_SET_OWNER:
-		if (f->owner)
-			return -EBUSY;
-		f->owner = true;
-		return 0;
-	case VHOST_GET_FEATURES:
-		*(uint64_t *)arg = f->features |
-			(f->attached && f->ro_backend ? F(VIRTIO_BLK_F_RO) : 0);
-		return 0;
-	case VHOST_SET_FEATURES:
-		if (c->a.u64 & ~(f->features | F(VIRTIO_BLK_F_RO)))
-			return -EOPNOTSUPP;
-		return 0;
-	case VHOST_BLK_SET_BACKEND:
-		memset(f->running, 0, sizeof(f->running));
-		if (c->a.file.fd == -1) {
-			f->attached = false;
-			return 0;
-		}
-		if (!c->fd_valid)
-			return -EBADF;
-		f->attached = true;
-		f->ro_backend = (fcntl(c->a.file.fd, F_GETFL) & O_ACCMODE) ==
-				O_RDONLY;
-		for (i = 0; i < f->nvqs; i++)
-			f->running[i] = f->desc[i] != 0;
-		return 0;
-	case VHOST_BLK_SET_SERIAL:
-		return 0;
-	case VHOST_BLK_GET_CONFIG: {
-		struct vhost_blk_config *hdr = arg;
-		struct virtio_blk_config *cfg = (void *)hdr->buf;
-
-		if (!f->has_config)
-			return -ENOTTY;
-		if (!f->attached)
-			return -ENXIO;
-		if (hdr->offset || hdr->len != sizeof(*cfg))
-			return -EINVAL;
-		memset(cfg, 0, sizeof(*cfg));
-		cfg->capacity = htole64(12345);	/* bridge re-reads it */
-		cfg->blk_size = htole32(512);
-		cfg->seg_max = htole32(VHOST_BLK_SEG_MAX);
-		cfg->num_queues = htole16(f->nvqs);
-		cfg->max_discard_sectors =
-			htole32(VHOST_BLK_MAX_DISCARD_SECTORS);
-		cfg->max_discard_seg = htole32(VHOST_BLK_MAX_DISCARD_SEG);
-		return 0;
-	}
-	case VHOST_BLK_GET_VRING_STATS: {
-		struct vhost_blk_vring_stats *st = arg;
-		unsigned int q = st->index;
-
-		if (q >= f->nvqs || st->argsz != sizeof(*st))
-			return -EINVAL;
-		memset(st, 0, sizeof(*st));
-		st->argsz = sizeof(*st);
-		st->index = q;
-		st->reqs_in = 10 + q;
-		st->reqs_out = 20 + q;
-		return 0;
-	}
-	case VHOST_BLK_SET_VRING_POLL:
-		return 0;
-	case VHOST_SET_MEM_TABLE:
-		return 0;
-	case VHOST_SET_VRING_NUM:
-	case VHOST_SET_VRING_BASE:
-		/* Like the vhost core: not on a running ring. */
-		if (f->running[idx])
-			return -EBUSY;
-		if (req == VHOST_SET_VRING_BASE)
-			f->last_avail[idx] = c->a.state.num;
-		return 0;
-	case VHOST_GET_VRING_BASE:
-		((struct vhost_vring_state *)arg)->num = f->last_avail[idx];
-		return 0;
-	case VHOST_SET_VRING_ADDR:
-		f->desc[idx] = c->a.addr.desc_user_addr;
-		return 0;
-	case VHOST_SET_VRING_KICK:
-	case VHOST_SET_VRING_CALL:
-	case VHOST_SET_VRING_ERR:
-		if (c->a.file.fd != -1 && !c->fd_valid)
-			return -EBADF;
-		return 0;
-	case VHOST_SET_VRING_BUSYLOOP_TIMEOUT:
-		return 0;
-	case VHOST_SET_LOG_BASE:
-		return 0;
-	default:
-		return -ENOTTY;
-	}
-}
-
-static int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
-{
-	struct fake *f = priv;
-	struct fake_call *c;
-
-	if (fd != FAKE_FD)
-		return -EBADF;
-	if (f->ncalls == FAKE_MAX_CALLS)
-		return -ENOSPC;
-	c = &f->calls[f->ncalls++];
-	memset(c, 0, sizeof(*c));
-	c->req = req;
-	if (req == VHOST_SET_MEM_TABLE) {
-		const struct vhost_memory *m = arg;
-
-		c->nregions = m->nregions;
-		if (m->nregions <= VU_MAX_REGIONS)
-			memcpy(c->regions, m->regions,
-			       m->nregions * sizeof(m->regions[0]));
-	} else if (req == VHOST_BLK_SET_SERIAL) {
-		memcpy(c->a.serial, arg, sizeof(c->a.serial));
-	} else if (req == VHOST_SET_VRING_ADDR) {
-		c->a.addr = *(struct vhost_vring_addr *)arg;
-	} else if (req == VHOST_SET_VRING_KICK || req == VHOST_SET_VRING_CALL ||
-		   req == VHOST_SET_VRING_ERR || req == VHOST_BLK_SET_BACKEND) {
-		c->a.file = *(struct vhost_vring_file *)arg;
-		c->fd_valid = fd_is_open(c->a.file.fd);
-	} else if (req == VHOST_SET_FEATURES) {
-		c->a.u64 = *(uint64_t *)arg;
-	} else if (req == VHOST_BLK_SET_NUM_QUEUES) {
-		c->a.state.num = *(__u32 *)arg;
-	} else if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES &&
-		   req != VHOST_BLK_GET_CONFIG) {
-		/* vhost_vring_state, or a struct starting with an index. */
-		memcpy(&c->a.state, arg, sizeof(c->a.state));
-	}
-	c->ret = fake_do(f, c, req, arg);
-	return c->ret;
-}
-
-/* Index of the first call to req at or after from, or -1. */
-static int find_call(const struct fake *f, unsigned long req, int from)
-{
-	unsigned int i;
-
-	for (i = from < 0 ? 0 : from; i < f->ncalls; i++)
-		if (f->calls[i].req == req)
-			return i;
-	return -1;
-}
-
-static int count_calls(const struct fake *f, unsigned long req)
-{
-	unsigned int i;
-	int n = 0;
-
-	for (i = 0; i < f->ncalls; i++)
-		n += f->calls[i].req == req;
-	return n;
-}
-
-/* Index of the first VHOST_BLK_SET_BACKEND at or after from that attaches
- * (attach true) or detaches. */
-static int find_backend(const struct fake *f, bool attach, int from)
-{
-	int i = from;
-
-	while ((i = find_call(f, VHOST_BLK_SET_BACKEND, i)) >= 0) {
-		if ((f->calls[i].a.file.fd != -1) == attach)
-			return i;
-		i++;
-	}
-	return -1;
-}
 
 /* ------------------------------------------------------------- harness */
 
@@ -777,7 +488,8 @@ static void t_get_protocol_features(struct env *e)
 	uint64_t f = get_u64(e, VU_GET_PROTOCOL_FEATURES);
 
 	CHECK(f == (F(VU_PROTOCOL_F_MQ) | F(VU_PROTOCOL_F_LOG_SHMFD) |
-		    F(VU_PROTOCOL_F_REPLY_ACK) | F(VU_PROTOCOL_F_CONFIG)),
+		    F(VU_PROTOCOL_F_REPLY_ACK) | F(VU_PROTOCOL_F_BACKEND_REQ) |
+		    F(VU_PROTOCOL_F_CONFIG)),
 	      "protocol features 0x%llx", (unsigned long long)f);
 }
 
@@ -817,7 +529,8 @@ static void t_get_config(struct env *e)
 	      (unsigned long long)le64toh(cfg.capacity));
 	CHECK(le32toh(cfg.blk_size) == 512, "blk_size %u",
 	      le32toh(cfg.blk_size));
-	CHECK(le32toh(cfg.seg_max) == 1022, "seg_max %u", le32toh(cfg.seg_max));
+	/* QEMU's default queue-size, 128, less header and status. */
+	CHECK(le32toh(cfg.seg_max) == 126, "seg_max %u", le32toh(cfg.seg_max));
 	CHECK(le16toh(cfg.num_queues) == NQ, "num_queues %u",
 	      le16toh(cfg.num_queues));
 	CHECK(le32toh(cfg.max_discard_seg) == VHOST_BLK_MAX_DISCARD_SEG,
@@ -832,7 +545,57 @@ static void t_get_config(struct env *e)
 	CHECK(recv_reply(e, &h, &rep, sizeof(rep)) == 0, "no reply");
 	CHECK(h.size == 16 && rep.size == 4 && rep.offset == 12,
 	      "slice reply %u %u+%u", h.size, rep.offset, rep.size);
-	CHECK(le32toh(*(uint32_t *)rep.region) == 1022, "slice seg_max");
+	CHECK(le32toh(*(uint32_t *)rep.region) == 126, "slice seg_max");
+}
+
+/*
+ * Online resize: the disk grows, SIGHUP calls vu_session_config_changed(),
+ * which sends CONFIG_CHANGE_MSG on the back-end channel; the frontend's
+ * next GET_CONFIG has the new capacity.  Without a channel it says so.
+ */
+static void t_config_change_on_resize(struct env *e)
+{
+	struct vu_config_space req = { .offset = 0, .size = 60 }, rep;
+	struct virtio_blk_config cfg;
+	struct vu_hdr h = { 0 };
+	int sv[2];
+
+	handshake(e);
+	CHECK(vu_session_config_changed(&e->s) == -ENOTCONN &&
+	      log_has("the frontend has no back-end channel"),
+	      "a change without a channel");
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+	      "socketpair");
+	CHECK(xchg(e, VU_SET_BACKEND_REQ_FD, VU_VERSION, NULL, 0, &sv[1], 1) == 0,
+	      "SET_BACKEND_REQ_FD");
+	close(sv[1]);
+	CHECK(!ftruncate(e->disk.fd, 2 * DISK_BYTES), "grow the disk");
+	CHECK(vu_session_config_changed(&e->s) == 0, "config change");
+	CHECK(recv(sv[0], &h, sizeof(h), MSG_DONTWAIT) == sizeof(h) &&
+	      h.request == VU_BACKEND_CONFIG_CHANGE_MSG && h.flags == VU_VERSION &&
+	      h.size == 0, "CONFIG_CHANGE_MSG: request %u flags 0x%x size %u",
+	      h.request, h.flags, h.size);
+	CHECK(xchg(e, VU_GET_CONFIG, VU_VERSION, &req, 12 + req.size, NULL, 0) == 0,
+	      "GET_CONFIG");
+	CHECK(recv_reply(e, &h, &rep, sizeof(rep)) == 0, "no reply");
+	memset(&cfg, 0, sizeof(cfg));
+	memcpy(&cfg, rep.region, 60);
+	CHECK(le64toh(cfg.capacity) == 2 * DISK_BYTES / 512, "capacity %llu",
+	      (unsigned long long)le64toh(cfg.capacity));
+	close(sv[0]);
+}
+
+/* SET_BACKEND_REQ_FD without the protocol feature is refused. */
+static void t_backend_req_fd_not_negotiated(struct env *e)
+{
+	int fd = eventfd(0, EFD_CLOEXEC);
+
+	CHECK(xchg_u64(e, VU_SET_PROTOCOL_FEATURES, F(VU_PROTOCOL_F_REPLY_ACK)) == 0,
+	      "SET_PROTOCOL_FEATURES");
+	CHECK(xchg(e, VU_SET_BACKEND_REQ_FD, VU_VERSION, NULL, 0, &fd, 1) == -1 &&
+	      log_has("VHOST_USER_PROTOCOL_F_BACKEND_REQ was not negotiated"),
+	      "accepted without the feature");
+	close(fd);
 }
 
 static void t_get_config_bad(struct env *e)
@@ -870,7 +633,7 @@ static void t_config_fallback(struct env *e)
 	memcpy(&cfg, rep.region, 60);
 	CHECK(le64toh(cfg.capacity) == DISK_BYTES / 512, "capacity");
 	CHECK(le32toh(cfg.blk_size) == 512, "blk_size");
-	CHECK(le32toh(cfg.seg_max) == 1022, "seg_max");
+	CHECK(le32toh(cfg.seg_max) == 126, "seg_max");
 	CHECK(le16toh(cfg.num_queues) == NQ, "num_queues");
 }
 
@@ -979,6 +742,101 @@ static void t_mem_table_unaligned_offset(struct env *e)
 	c = &e->fake.calls[i];
 	CHECK(*(uint64_t *)(uintptr_t)c->regions[0].userspace_addr ==
 	      0x3333333333333333ULL, "wrong memory");
+}
+
+/* The VmFlags line of the mapping that holds @addr, in /proc/self/smaps. */
+static bool vm_flags_of(const void *addr, char *flags, size_t len)
+{
+	unsigned long lo, hi, a = (unsigned long)addr;
+	bool in = false;
+	char line[512];
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') &&
+		    line[strspn(line, "0123456789abcdef")] == '-')
+			in = a >= lo && a < hi;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			size_t n = strlen(line + 8);
+
+			if (n >= len)
+				n = len - 1;
+			memcpy(flags, line + 8, n);
+			flags[n] = 0;
+			fclose(f);
+			return true;
+		}
+	}
+	fclose(f);
+	return false;
+}
+
+/*
+ * Guest memory on hugetlbfs (QEMU's memory-backend-file on /dev/hugepages,
+ * or memfd with hugetlb=on): mapped from the huge page that holds the
+ * region's mmap_offset, with MAP_NORESERVE (this host has no huge pages
+ * reserved: without it the mmap fails) and MADV_DONTDUMP.  The same for
+ * an ordinary memfd.
+ */
+static void t_mem_table_hugetlb(struct env *e)
+{
+	const uint64_t huge = 2 << 20;
+	uint64_t offs[2] = { huge, huge + 0x10000 };
+	struct vu_memory m;
+	char flags[256];
+	unsigned int k;
+	int fd, i, at;
+
+	fd = memfd_create("vbb-test-huge", MFD_CLOEXEC | MFD_HUGETLB);
+	if (fd < 0) {
+		printf("#   no hugetlbfs memfd here (%s): the hugetlb part is not run\n",
+		       strerror(errno));
+	} else {
+		CHECK(!ftruncate(fd, 4 * huge), "ftruncate: %s", strerror(errno));
+	}
+	handshake(e);
+	for (k = 0; fd >= 0 && k < 2; k++) {
+		memset(&m, 0, sizeof(m));
+		m.nregions = 1;
+		m.regions[0] = (struct vu_mem_region){
+			.guest_phys_addr = 0, .memory_size = huge,
+			.userspace_addr = FE_UVA0, .mmap_offset = offs[k],
+		};
+		at = e->fake.ncalls;
+		CHECK(xchg(e, VU_SET_MEM_TABLE, VU_VERSION, &m, 8 + 32, &fd, 1) == 0,
+		      "SET_MEM_TABLE on hugetlbfs at offset 0x%llx",
+		      (unsigned long long)offs[k]);
+		i = find_call(&e->fake, VHOST_SET_MEM_TABLE, at);
+		CHECK(i >= 0, "no VHOST_SET_MEM_TABLE");
+		if (i < 0)
+			break;
+		CHECK((e->fake.calls[i].regions[0].userspace_addr & (huge - 1)) ==
+		      (offs[k] & (huge - 1)), "not mapped from the huge page");
+		CHECK(vm_flags_of((void *)(uintptr_t)e->fake.calls[i].regions[0].userspace_addr,
+				  flags, sizeof(flags)) &&
+		      strstr(flags, " dd") && strstr(flags, " nr") && strstr(flags, " ht"),
+		      "VmFlags:%s", flags);
+	}
+	if (fd >= 0)
+		close(fd);
+	/* An ordinary memfd: the same flags. */
+	memset(&m, 0, sizeof(m));
+	m.nregions = 1;
+	m.regions[0] = (struct vu_mem_region){
+		.guest_phys_addr = 0, .memory_size = 0x10000,
+		.userspace_addr = FE_UVA0, .mmap_offset = 0,
+	};
+	fd = e->memfd;
+	at = e->fake.ncalls;
+	CHECK(xchg(e, VU_SET_MEM_TABLE, VU_VERSION, &m, 8 + 32, &fd, 1) == 0,
+	      "SET_MEM_TABLE");
+	i = find_call(&e->fake, VHOST_SET_MEM_TABLE, at);
+	CHECK(i >= 0 && vm_flags_of((void *)(uintptr_t)e->fake.calls[i].regions[0].userspace_addr,
+				    flags, sizeof(flags)) &&
+	      strstr(flags, " dd") && strstr(flags, " nr"), "memfd VmFlags:%s",
+	      flags);
 }
 
 static void t_vring_addr(struct env *e)
@@ -1164,6 +1022,31 @@ static void t_call_nofd(struct env *e)
 	CHECK(e->fake.attached, "not attached again");
 }
 
+/*
+ * A new call eventfd is signalled once when it is set, as libvhost-user
+ * does, so that a frontend that reconnects misses no interrupt; without
+ * an fd nothing is signalled.
+ */
+static void t_call_signalled_when_set(struct env *e)
+{
+	struct pollfd pfd = { .fd = e->call[0], .events = POLLIN };
+	uint64_t v = 0, nofd = 0 | VU_VRING_NOFD;
+
+	/* The handshake sets it once: one signal, drained here. */
+	handshake(e);
+	CHECK(poll(&pfd, 1, 0) == 1 && read(e->call[0], &v, 8) == 8 && v == 1,
+	      "the handshake's call eventfd: %llu", (unsigned long long)v);
+	v = 0;
+	/* Set again, as a reconnecting frontend does. */
+	CHECK(xchg_fd(e, VU_SET_VRING_CALL, 0, e->call[0]) == 0, "CALL");
+	CHECK(poll(&pfd, 1, 0) == 1 && read(e->call[0], &v, 8) == 8 && v == 1,
+	      "the new call eventfd was not signalled once (%llu)",
+	      (unsigned long long)v);
+	CHECK(xchg(e, VU_SET_VRING_CALL, VU_VERSION, &nofd, 8, NULL, 0) == 0,
+	      "CALL without fd");
+	CHECK(poll(&pfd, 1, 0) == 0, "signalled on unbind");
+}
+
 static void t_no_protocol_features(struct env *e)
 {
 	unsigned int q;
@@ -1218,7 +1101,43 @@ static void t_short_header_stall(struct env *e)
 	send_raw(e->fe, b, sizeof(b), NULL, 0);
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
-	CHECK(log_has("then nothing for 200 ms"), "no clear error");
+	CHECK(log_has("short header: 5 of 12 bytes when the message's 200 ms were up"),
+	      "no clear error");
+}
+
+/*
+ * A frontend that drip-feeds a header, a byte every 50 ms: each byte comes
+ * well within --msg-timeout (200 ms), the whole header does not.  The
+ * deadline is the message's, so it is refused once the 200 ms are up,
+ * rather than after 12 gaps (or, a byte per 199 ms, after minutes).
+ */
+static void t_drip_feed_header(struct env *e)
+{
+	struct vu_hdr h = { VU_GET_FEATURES, VU_VERSION, 0 };
+	const uint8_t *b = (const uint8_t *)&h;
+	unsigned int i;
+	pid_t pid;
+	int ret, st;
+
+	pid = fork();
+	if (pid == 0) {
+		for (i = 0; i < sizeof(h); i++) {
+			if (write(e->fe, &b[i], 1) != 1)
+				_exit(1);
+			usleep(50000);
+		}
+		_exit(0);
+	}
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	if (pid < 0)
+		return;
+	/* The first byte is there before the handler starts, as in poll(). */
+	usleep(10000);
+	ret = vu_session_handle(&e->s);
+	CHECK(ret == -1, "handle: %d", ret);
+	CHECK(log_has("bytes when the message's 200 ms were up"),
+	      "no clear error");
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st), "child");
 }
 
 static void t_short_payload(struct env *e)
@@ -1817,6 +1736,279 @@ static void t_random_messages(struct env *e)
 	      count_guest_maps(), maps_before);
 }
 
+/* ------------------------------------------------ the listening socket */
+
+#define T_SOCK	"/tmp/vbb-test-listen.sock"
+
+/* A listening unix socket of the test's own, as a caller would pass it. */
+static int t_listener(void)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	/* Linux names it in the abstract namespace: nothing to unlink. */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sa_family_t)) ||
+	    listen(fd, 1)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* --socket PATH: 0600 by default; --socket-mode and --socket-group. */
+static void t_listen_path_mode_group(struct env *e)
+{
+	struct vbb_listen_opts o = { .path = T_SOCK, .fd = -1 };
+	enum vbb_listen_source src;
+	struct stat st;
+	int fd;
+
+	(void)e;
+	fd = vbb_listen(&o, &src);
+	CHECK(fd >= 0 && src == VBB_LISTEN_PATH, "listen: %d", fd);
+	CHECK(!stat(T_SOCK, &st) && S_ISSOCK(st.st_mode) &&
+	      (st.st_mode & 0777) == 0600, "default mode 0%o",
+	      st.st_mode & 0777);
+	if (fd >= 0)
+		close(fd);
+	/* A stale socket is replaced, with the mode and group asked for. */
+	o.has_mode = true;
+	o.mode = 0660;
+	o.has_gid = true;
+	o.gid = 4242;
+	fd = vbb_listen(&o, &src);
+	CHECK(fd >= 0, "listen again: %d", fd);
+	CHECK(!stat(T_SOCK, &st) && (st.st_mode & 0777) == 0660 &&
+	      st.st_gid == 4242, "mode 0%o gid %u", st.st_mode & 0777,
+	      (unsigned int)st.st_gid);
+	/* One that is still served is not stolen. */
+	CHECK(vbb_listen(&o, &src) == -1 && log_has("is in use by another process"),
+	      "a served socket was replaced");
+	if (fd >= 0)
+		close(fd);
+	unlink(T_SOCK);
+}
+
+/* --socket-fd N: a listening unix stream socket, nothing else. */
+static void t_listen_socket_fd(struct env *e)
+{
+	struct vbb_listen_opts o = { .fd = -1 };
+	enum vbb_listen_source src;
+	int l = t_listener();
+
+	CHECK(l >= 0, "listener: %s", strerror(errno));
+	if (l < 0)
+		return;
+	o.fd = l;
+	CHECK(vbb_listen(&o, &src) == l && src == VBB_LISTEN_FD,
+	      "the inherited socket is not used");
+	/* A connected socket (the session's own) is refused. */
+	o.fd = e->be;
+	CHECK(vbb_listen(&o, &src) == -1 &&
+	      log_has("is not a listening unix stream socket"),
+	      "a connected socket was taken");
+	o.fd = l;
+	o.path = T_SOCK;
+	CHECK(vbb_listen(&o, &src) == -1 && log_has("--socket-fd: the socket is the caller's"),
+	      "--socket-fd with --socket");
+	close(l);
+}
+
+/*
+ * Socket activation: LISTEN_FDS=1, LISTEN_PID=us and the socket on fd 3,
+ * as systemd starts a service of a .socket unit.  In a child, whose fd 3
+ * is ours to replace.  Exit status: 0 if vbb_listen() took fd 3 and
+ * cleared LISTEN_FDS, 1 if not, 2 if --socket was refused beside it.
+ */
+static int t_activated_child(bool with_path)
+{
+	struct vbb_listen_opts o = { .fd = -1, .path = with_path ? T_SOCK : NULL };
+	enum vbb_listen_source src;
+	char pid[16];
+	int l = t_listener();
+
+	if (l < 0 || dup2(l, SD_LISTEN_FDS_START) < 0)
+		_exit(3);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	setenv("LISTEN_PID", pid, 1);
+	setenv("LISTEN_FDS", "1", 1);
+	if (with_path)
+		_exit(vbb_listen(&o, &src) == -1 ? 2 : 1);
+	_exit(vbb_listen(&o, &src) == SD_LISTEN_FDS_START &&
+	      src == VBB_LISTEN_SYSTEMD && !getenv("LISTEN_FDS") ? 0 : 1);
+}
+
+static void t_listen_socket_activation(struct env *e)
+{
+	int i, st;
+
+	(void)e;
+	for (i = 0; i < 2; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			t_activated_child(i);
+		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		      WEXITSTATUS(st) == (i ? 2 : 0),
+		      "%s: child status %d", i ? "with --socket" : "alone",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	/* Not ours: LISTEN_PID of another process. */
+	setenv("LISTEN_PID", "1", 1);
+	setenv("LISTEN_FDS", "1", 1);
+	{
+		struct vbb_listen_opts o = { .fd = -1 };
+		enum vbb_listen_source src;
+
+		CHECK(vbb_listen(&o, &src) == -1 &&
+		      log_has("no socket: --socket, --socket-fd or socket activation"),
+		      "LISTEN_FDS of another process was taken");
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+}
+
+/*
+ * --allow-uid: a frontend of another user (a child that setuid()s to
+ * 4242 and connects) is refused and logged; allowed, it is served.
+ */
+static void t_peer_allow_list(struct env *e)
+{
+	struct vbb_listen_opts o = { .path = T_SOCK, .fd = -1, .has_mode = true,
+				     .mode = 0666 };
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uid_t other = 4242, self_uid = getuid();
+	enum vbb_listen_source src;
+	int l, c, i, st;
+	bool ok[2];
+
+	(void)e;
+	if (geteuid()) {
+		printf("#   not root: the other user's part is not run\n");
+		return;
+	}
+	strcpy(sun.sun_path, T_SOCK);
+	l = vbb_listen(&o, &src);
+	CHECK(l >= 0, "listen");
+	if (l < 0)
+		return;
+	for (i = 0; i < 2; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			int fd;
+
+			if (setgid(other) || setuid(other))
+				_exit(3);
+			fd = socket(AF_UNIX, SOCK_STREAM, 0);
+			if (fd < 0 ||
+			    connect(fd, (struct sockaddr *)&sun, sizeof(sun)))
+				_exit(4);
+			_exit(0);
+		}
+		c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		CHECK(c >= 0, "accept: %s", strerror(errno));
+		ok[i] = c >= 0 && vbb_peer_allowed(c, i ? &other : &self_uid, 1);
+		if (c >= 0)
+			close(c);
+		CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		      !WEXITSTATUS(st), "child %d", WEXITSTATUS(st));
+	}
+	CHECK(!ok[0], "uid 4242 served with --allow-uid %u", (unsigned int)self_uid);
+	CHECK(log_has("refusing a frontend: uid 4242 (pid "), "refusal not logged");
+	CHECK(ok[1], "uid 4242 refused with --allow-uid 4242");
+	/* No list: any peer that the socket's permissions let in. */
+	CHECK(vbb_peer_allowed(e->be, NULL, 0), "refused without a list");
+	close(l);
+	unlink(T_SOCK);
+}
+
+/*
+ * seg_max is --queue-size - 2, as QEMU's virtio-blk makes it, and never
+ * more than the module's; a ring smaller than that is warned about.
+ */
+static void t_seg_max_queue_size(struct env *e)
+{
+	struct vhost_vring_state st = { .index = 0, .num = 64 };
+	struct virtio_blk_config cfg;
+
+	CHECK(kdev_seg_max(0) == 126 && kdev_seg_max(256) == 254 &&
+	      kdev_seg_max(32768) == VHOST_BLK_SEG_MAX,
+	      "seg_max %u %u %u", kdev_seg_max(0), kdev_seg_max(256),
+	      kdev_seg_max(32768));
+	e->p.kdev.queue_size = 256;
+	kdev_blk_config(&e->s.kdev, &cfg);
+	CHECK(le32toh(cfg.seg_max) == 254, "config seg_max %u",
+	      le32toh(cfg.seg_max));
+	handshake(e);
+	CHECK(xchg(e, VU_SET_VRING_NUM, VU_VERSION, &st, sizeof(st), NULL, 0) == 0,
+	      "SET_VRING_NUM 64");
+	CHECK(log_has("ring 0 has 64 entries, fewer than seg_max 254 + 2"),
+	      "no warning for a ring shorter than seg_max");
+}
+
+/*
+ * The backend is locked: a second bridge on the same disk fails to start,
+ * read-write or read-only, unless it (and the first) pass --shared; two
+ * read-only bridges share it.
+ */
+static void t_disk_lock(struct env *e)
+{
+	char path[] = "/var/tmp/vbb-test-lock-XXXXXX";
+	struct disk a, b;
+	int fd = mkstemp(path);
+
+	(void)e;
+	CHECK(fd >= 0 && !ftruncate(fd, 1 << 20), "scratch disk");
+	if (fd < 0)
+		return;
+	close(fd);
+	CHECK(!disk_open(&a, path, false, false), "first read-write bridge");
+	CHECK(disk_open(&b, path, false, false) == -EAGAIN &&
+	      log_has("is locked by another process"),
+	      "a second read-write bridge started");
+	CHECK(disk_open(&b, path, true, false) == -EAGAIN,
+	      "a read-only bridge started beside a read-write one");
+	CHECK(!disk_open(&b, path, false, true), "--shared was refused");
+	disk_close(&b);
+	disk_close(&a);
+	/* Closed: the lock is gone with the fd. */
+	CHECK(!disk_open(&a, path, true, false), "first read-only bridge");
+	CHECK(!disk_open(&b, path, true, false), "second read-only bridge");
+	disk_close(&b);
+	CHECK(disk_open(&b, path, false, false) == -EAGAIN,
+	      "read-write beside read-only");
+	disk_close(&a);
+	unlink(path);
+}
+
+/* Readiness: READY=1 on $NOTIFY_SOCKET, as systemd's Type=notify waits. */
+static void t_notify_ready(struct env *e)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	const char *path = "/tmp/vbb-test-notify.sock";
+	char buf[128] = "";
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ssize_t n;
+
+	(void)e;
+	strcpy(sun.sun_path, path);
+	unlink(path);
+	CHECK(fd >= 0 && !bind(fd, (struct sockaddr *)&sun, sizeof(sun)),
+	      "notify socket: %s", strerror(errno));
+	setenv("NOTIFY_SOCKET", path, 1);
+	vbb_notify_ready("disk.img");
+	unsetenv("NOTIFY_SOCKET");
+	n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	CHECK(n > 0 && !strcmp(buf, "READY=1\nSTATUS=disk.img"),
+	      "got '%s'", buf);
+	close(fd);
+	unlink(path);
+}
+
+
 struct test {
 	const char *name;
 	void (*fn)(struct env *e);
@@ -1825,17 +2017,20 @@ struct test {
 
 static const struct test tests[] = {
 	{ "GET_FEATURES offers the module's features and PROTOCOL_FEATURES", t_get_features, false },
-	{ "GET_PROTOCOL_FEATURES is MQ, LOG_SHMFD, REPLY_ACK and CONFIG", t_get_protocol_features, false },
+	{ "GET_PROTOCOL_FEATURES is MQ, LOG_SHMFD, REPLY_ACK, BACKEND_REQ and CONFIG", t_get_protocol_features, false },
 	{ "SET_PROTOCOL_FEATURES with a bit never offered is refused", t_set_protocol_features_unknown, false },
 	{ "GET_QUEUE_NUM is --num-queues", t_get_queue_num, false },
 	{ "GET_CONFIG: capacity, blk_size, seg_max, num_queues, slices", t_get_config, false },
 	{ "GET_CONFIG with a size that does not match is refused", t_get_config_bad, false },
+	{ "online resize: CONFIG_CHANGE_MSG on the back-end channel, new capacity", t_config_change_on_resize, false },
+	{ "SET_BACKEND_REQ_FD without BACKEND_REQ is refused", t_backend_req_fd_not_negotiated, false },
 	{ "without VHOST_BLK_GET_CONFIG the bridge builds the config", t_config_fallback, false },
 	{ "REPLY_ACK: ack only with need_reply, not after a GET", t_reply_ack, false },
 	{ "SET_FEATURES strips PROTOCOL_FEATURES for the kernel", t_set_features, false },
 	{ "SET_FEATURES with a bit never offered is refused", t_set_features_not_offered, false },
 	{ "SET_MEM_TABLE gives the kernel gpa/size and our own mappings", t_mem_table, false },
 	{ "SET_MEM_TABLE with a mmap_offset off a page boundary", t_mem_table_unaligned_offset, false },
+	{ "SET_MEM_TABLE on hugetlbfs: huge-page aligned, MAP_NORESERVE, MADV_DONTDUMP", t_mem_table_hugetlb, false },
 	{ "SET_VRING_ADDR is translated into our mappings", t_vring_addr, false },
 	{ "the disk is attached once every set-up ring is enabled", t_attach_when_all_enabled, false },
 	{ "a guest using 1 of 2 queues gets its queue running", t_one_of_two_queues, false },
@@ -1844,10 +2039,12 @@ static const struct test tests[] = {
 	{ "SET_VRING_NUM/BASE on a running ring detach first", t_reconfigure_running, false },
 	{ "SET_MEM_TABLE while running: detach, remap rings, attach", t_mem_table_running, false },
 	{ "SET_VRING_CALL without fd unbinds the call eventfd", t_call_nofd, false },
+	{ "a new call eventfd is signalled once when it is set", t_call_signalled_when_set, false },
 	{ "without PROTOCOL_FEATURES rings start enabled", t_no_protocol_features, false },
 	{ "RESET_OWNER disables every ring", t_reset_owner, false },
 	{ "short header, then EOF", t_short_header, false },
 	{ "short header, then nothing", t_short_header_stall, false },
+	{ "a header drip-fed byte by byte: the whole message has one deadline", t_drip_feed_header, false },
 	{ "short payload, then EOF", t_short_payload, false },
 	{ "payload size that does not fit the request", t_bad_size, false },
 	{ "payload larger than any request", t_oversize, false },
@@ -1879,6 +2076,13 @@ static const struct test tests[] = {
 	{ "migration: a new log replaces the old, none outlives the session", t_migration_log_replaced, false },
 	{ "migration: a log without LOG_SHMFD, fd, valid size or mapping", t_migration_log_bad, false },
 	{ "2000 random messages: no crash, no leak", t_random_messages, false },
+	{ "--socket PATH: 0600, or --socket-mode and --socket-group", t_listen_path_mode_group, false },
+	{ "--socket-fd: only a listening unix stream socket", t_listen_socket_fd, false },
+	{ "socket activation: LISTEN_FDS's socket, and no --socket beside it", t_listen_socket_activation, false },
+	{ "--allow-uid: another user's frontend is refused and logged", t_peer_allow_list, false },
+	{ "READY=1 on NOTIFY_SOCKET", t_notify_ready, false },
+	{ "the backend is locked unless --shared", t_disk_lock, false },
+	{ "seg_max is --queue-size - 2, a shorter ring is warned about", t_seg_max_queue_size, false },
 };
 
 int main(void)

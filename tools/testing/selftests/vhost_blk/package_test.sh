@@ -88,7 +88,7 @@ run() {
 	done >>"$log"
 }
 
-plan=16
+plan=17
 emit "TAP version 13"
 emit "1..$plan"
 
@@ -164,6 +164,25 @@ if [ -f "$rule" ] && grep -qE '^KERNEL=="vhost-blk", GROUP="kvm", MODE="0660"' "
 else
 	not_ok "tools-files - $rule, $snippet, the man page or vhost-blk-bridge --help missing or wrong"
 fi
+
+# 4b: the bridge's systemd units, as an instance of them, pass
+# systemd-analyze verify (the ExecStart binary, the directives), and the
+# instances' configuration directory exists.
+units=/lib/systemd/system
+udir=$(mktemp -d)
+for u in service socket; do
+	ln -s "$units/vhost-blk-bridge@.$u" "$udir/vhost-blk-bridge@pkgtest.$u"
+done
+if [ -f "$units/vhost-blk-bridge@.service" ] &&
+   [ -f "$units/vhost-blk-bridge@.socket" ] && [ -d /etc/vhost-blk-bridge ] &&
+   [ -f /usr/share/doc/vhost-blk-tools/examples/instance.conf ] &&
+   run systemd-analyze verify --man=no "$udir/vhost-blk-bridge@pkgtest.socket" \
+	"$udir/vhost-blk-bridge@pkgtest.service"; then
+	ok "systemd-units - vhost-blk-bridge@.socket and @.service verify, /etc/vhost-blk-bridge, example instance.conf"
+else
+	not_ok "systemd-units - missing, or systemd-analyze verify failed (log: $log)"
+fi
+rm -rf "$udir"
 
 # 5: the dkms.conf refuses a kernel series it has no source for, saying
 # why.  (PRE_BUILD alone, in a scratch build dir.)
@@ -281,11 +300,12 @@ fi
 left=()
 for f in /lib/modules/"$krel"/updates/dkms/vhost_blk.ko* /var/lib/dkms/vhost-blk \
 	 "/usr/src/vhost-blk-$ver" "$rule" /lib/udev/rules.d/60-vhost-blk.rules \
-	 "$snippet" /usr/sbin/vhost-blk-bridge; do
+	 "$snippet" /usr/sbin/vhost-blk-bridge "$units/vhost-blk-bridge@.service" \
+	 "$units/vhost-blk-bridge@.socket"; do
 	[ ! -e "$f" ] || left+=("$f")
 done
 if [ ${#left[@]} -eq 0 ]; then
-	ok "purged-files - module, dkms tree, sources, udev rule, snippet, bridge gone"
+	ok "purged-files - module, dkms tree, sources, udev rule, snippet, bridge, units gone"
 else
 	not_ok "purged-files - left behind: ${left[*]}"
 fi
