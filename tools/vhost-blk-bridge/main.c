@@ -94,6 +94,20 @@ static int parse_uint(const char *opt, const char *s, unsigned long min,
 	return 0;
 }
 
+/* The vhost module's max_mem_regions, or 0 if it cannot be read. */
+static unsigned int vhost_max_mem_regions(void)
+{
+	FILE *f = fopen("/sys/module/vhost/parameters/max_mem_regions", "r");
+	unsigned int n = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%u", &n) != 1)
+		n = 0;
+	fclose(f);
+	return n;
+}
+
 static void print_stats(struct vu_session *s, bool active, const char *why)
 {
 	if (!active) {
@@ -258,6 +272,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	params.msg_timeout_ms = timeout_ms;
+	params.max_mem_slots = vhost_max_mem_regions();
 
 	if (disk_open(&disk, backend, read_only, shared))
 		return 1;

@@ -580,13 +580,98 @@ static void *map_guest(int fd, uint64_t offset, uint64_t len, void **map,
 	return (uint8_t *)addr + delta;
 }
 
+/* A region as the frontend describes it: sizes that do not wrap. */
+static int check_region(struct vu_msg *m, unsigned int i,
+			const struct vu_mem_region *mr)
+{
+	if (mr->memory_size &&
+	    mr->guest_phys_addr + mr->memory_size >= mr->guest_phys_addr &&
+	    mr->userspace_addr + mr->memory_size >= mr->userspace_addr &&
+	    mr->mmap_offset + mr->memory_size >= mr->mmap_offset)
+		return 0;
+	return fail(m, -EINVAL,
+		    "region %u: bad size 0x%llx (guest 0x%llx, user 0x%llx, offset 0x%llx)",
+		    i, (unsigned long long)mr->memory_size,
+		    (unsigned long long)mr->guest_phys_addr,
+		    (unsigned long long)mr->userspace_addr,
+		    (unsigned long long)mr->mmap_offset);
+}
+
+/* Map region @i of the message, from @fd, into @rg.  0 or -errno. */
+static int map_region(struct vu_msg *m, unsigned int i, int fd,
+		      const struct vu_mem_region *mr, struct vu_region *rg)
+{
+	int ret = check_region(m, i, mr);
+
+	if (ret)
+		return ret;
+	memset(rg, 0, sizeof(*rg));
+	rg->r = *mr;
+	rg->host = map_guest(fd, mr->mmap_offset, mr->memory_size,
+			     &rg->mmap_addr, &rg->mmap_len);
+	if (!rg->host)
+		return fail(m, -errno,
+			    "mmap of region %u (%llu bytes at offset 0x%llx of fd %d, page size %llu): %s",
+			    i, (unsigned long long)mr->memory_size,
+			    (unsigned long long)mr->mmap_offset, fd,
+			    (unsigned long long)fd_page_size(fd),
+			    strerror(errno));
+	vbb_dbg("region %u: guest 0x%llx size 0x%llx frontend 0x%llx -> %p",
+		i, (unsigned long long)mr->guest_phys_addr,
+		(unsigned long long)mr->memory_size,
+		(unsigned long long)mr->userspace_addr, rg->host);
+	return 0;
+}
+
+/*
+ * Give the module @n regions as its memory table (VHOST_SET_MEM_TABLE, at
+ * our mappings), the rings stopped first.  0 or -errno.
+ */
+static int kernel_mem_table(struct vu_session *s, struct vu_msg *m,
+			    const struct vu_region *rg, unsigned int n)
+{
+	struct vhost_memory *km;
+	unsigned int i;
+	int ret;
+
+	km = calloc(1, sizeof(*km) + n * sizeof(km->regions[0]));
+	if (!km)
+		return fail(m, -ENOMEM, "out of memory");
+	km->nregions = n;
+	for (i = 0; i < n; i++) {
+		km->regions[i].guest_phys_addr = rg[i].r.guest_phys_addr;
+		km->regions[i].memory_size = rg[i].r.memory_size;
+		km->regions[i].userspace_addr = (uintptr_t)rg[i].host;
+	}
+	ret = quiesce(s);
+	if (!ret)
+		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_MEM_TABLE, km);
+	free(km);
+	return ret;
+}
+
+/* The rings move with the memory: translate them again. */
+static int retranslate_rings(struct vu_session *s, struct vu_msg *m)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < num_queues(s); i++) {
+		if (!s->vrings[i].addr_set)
+			continue;
+		ret = kernel_vring_addr(s, m, i);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 			   struct vu_reply *r)
 {
 	const struct vu_memory *mem = &m->payload.memory;
-	struct vu_region nr[VU_MAX_REGIONS], old[VU_MAX_REGIONS];
+	struct vu_region nr[VU_MAX_REGIONS];
 	unsigned int i, n = mem->nregions, nold;
-	struct vhost_memory *km = NULL;
 	size_t want;
 	int ret;
 
@@ -605,80 +690,105 @@ static int h_set_mem_table(struct vu_session *s, struct vu_msg *m,
 
 	memset(nr, 0, sizeof(nr));
 	for (i = 0; i < n; i++) {
-		const struct vu_mem_region *mr = &mem->regions[i];
-		void *host;
-
-		if (!mr->memory_size ||
-		    mr->guest_phys_addr + mr->memory_size < mr->guest_phys_addr ||
-		    mr->userspace_addr + mr->memory_size < mr->userspace_addr ||
-		    mr->mmap_offset + mr->memory_size < mr->mmap_offset) {
-			ret = fail(m, -EINVAL,
-				   "region %u: bad size 0x%llx (guest 0x%llx, user 0x%llx, offset 0x%llx)",
-				   i, (unsigned long long)mr->memory_size,
-				   (unsigned long long)mr->guest_phys_addr,
-				   (unsigned long long)mr->userspace_addr,
-				   (unsigned long long)mr->mmap_offset);
+		ret = map_region(m, i, m->fds[i], &mem->regions[i], &nr[i]);
+		if (ret)
 			goto err;
-		}
-		nr[i].r = *mr;
-		host = map_guest(m->fds[i], mr->mmap_offset, mr->memory_size,
-				 &nr[i].mmap_addr, &nr[i].mmap_len);
-		if (!host) {
-			ret = fail(m, -errno,
-				   "mmap of region %u (%llu bytes at offset 0x%llx of fd %d, page size %llu): %s",
-				   i, (unsigned long long)mr->memory_size,
-				   (unsigned long long)mr->mmap_offset,
-				   m->fds[i],
-				   (unsigned long long)fd_page_size(m->fds[i]),
-				   strerror(errno));
-			goto err;
-		}
-		nr[i].host = host;
-		vbb_dbg("region %u: guest 0x%llx size 0x%llx frontend 0x%llx -> %p",
-			i, (unsigned long long)mr->guest_phys_addr,
-			(unsigned long long)mr->memory_size,
-			(unsigned long long)mr->userspace_addr, nr[i].host);
 	}
-
-	km = calloc(1, sizeof(*km) + n * sizeof(km->regions[0]));
-	if (!km) {
-		ret = fail(m, -ENOMEM, "out of memory");
-		goto err;
-	}
-	km->nregions = n;
-	for (i = 0; i < n; i++) {
-		km->regions[i].guest_phys_addr = nr[i].r.guest_phys_addr;
-		km->regions[i].memory_size = nr[i].r.memory_size;
-		km->regions[i].userspace_addr = (uintptr_t)nr[i].host;
-	}
-
-	ret = quiesce(s);
-	if (ret)
-		goto err;
-	ret = KDEV_IOCTL(&s->kdev, VHOST_SET_MEM_TABLE, km);
+	ret = kernel_mem_table(s, m, nr, n);
 	if (ret)
 		goto err;
 
-	/* The rings move with the memory: translate them again. */
-	memcpy(old, s->regions, sizeof(old));
+	/* The old mappings go once the module no longer uses them. */
 	nold = s->nregions;
-	memcpy(s->regions, nr, sizeof(nr));
+	unmap_regions(s->regions, nold);
+	memcpy(s->regions, nr, n * sizeof(nr[0]));
 	s->nregions = n;
 	s->mem_set = true;
-	free(km);
-	unmap_regions(old, nold);
-	for (i = 0; i < num_queues(s); i++) {
-		if (!s->vrings[i].addr_set)
-			continue;
-		ret = kernel_vring_addr(s, m, i);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	return retranslate_rings(s, m);
 err:
-	free(km);
 	unmap_regions(nr, n);
 	return ret;
+}
+
+/* The slots GET_MAX_MEM_SLOTS announces: ours, or the module's if fewer. */
+static unsigned int max_mem_slots(const struct vu_session *s)
+{
+	unsigned int n = s->p->max_mem_slots;
+
+	return n && n < VU_MAX_MEM_SLOTS ? n : VU_MAX_MEM_SLOTS;
+}
+
+static int h_get_max_mem_slots(struct vu_session *s, struct vu_msg *m,
+			       struct vu_reply *r)
+{
+	(void)m;
+	set_reply_u64(r, max_mem_slots(s));
+	return 0;
+}
+
+/* ADD_MEM_REG: one more region (memory hot-plug, or the boot's ones). */
+static int h_add_mem_reg(struct vu_session *s, struct vu_msg *m,
+			 struct vu_reply *r)
+{
+	const struct vu_mem_region *mr = &m->payload.mem_reg.region;
+	struct vu_region all[VU_MAX_MEM_SLOTS];
+	unsigned int n = s->nregions;
+	int ret;
+
+	(void)r;
+	if (n >= max_mem_slots(s))
+		return fail(m, -ENOSPC, "all %u memory slots are in use",
+			    max_mem_slots(s));
+	memcpy(all, s->regions, n * sizeof(all[0]));
+	ret = map_region(m, n, m->fds[0], mr, &all[n]);
+	if (ret)
+		return ret;
+	ret = kernel_mem_table(s, m, all, n + 1);
+	if (ret) {
+		unmap_regions(&all[n], 1);
+		return ret;
+	}
+	s->regions[n] = all[n];
+	s->nregions = n + 1;
+	s->mem_set = true;
+	return retranslate_rings(s, m);
+}
+
+/*
+ * REM_MEM_REG: the region with the same guest address, frontend address
+ * and size goes (its mmap_offset is ignored, as the protocol says, and an
+ * fd sent with it is closed unused).
+ */
+static int h_rem_mem_reg(struct vu_session *s, struct vu_msg *m,
+			 struct vu_reply *r)
+{
+	const struct vu_mem_region *mr = &m->payload.mem_reg.region;
+	struct vu_region all[VU_MAX_MEM_SLOTS], gone;
+	unsigned int i, n = s->nregions;
+	int ret;
+
+	(void)r;
+	for (i = 0; i < n; i++)
+		if (s->regions[i].r.guest_phys_addr == mr->guest_phys_addr &&
+		    s->regions[i].r.userspace_addr == mr->userspace_addr &&
+		    s->regions[i].r.memory_size == mr->memory_size)
+			break;
+	if (i == n)
+		return fail(m, -ENOENT,
+			    "no region at guest 0x%llx, frontend 0x%llx, size 0x%llx",
+			    (unsigned long long)mr->guest_phys_addr,
+			    (unsigned long long)mr->userspace_addr,
+			    (unsigned long long)mr->memory_size);
+	memcpy(all, s->regions, i * sizeof(all[0]));
+	memcpy(&all[i], &s->regions[i + 1], (n - i - 1) * sizeof(all[0]));
+	ret = kernel_mem_table(s, m, all, n - 1);
+	if (ret)
+		return ret;
+	gone = s->regions[i];
+	memcpy(s->regions, all, (n - 1) * sizeof(all[0]));
+	s->nregions = n - 1;
+	unmap_regions(&gone, 1);
+	return retranslate_rings(s, m);
 }
 
 /*
@@ -1037,6 +1147,7 @@ enum vu_fds {
 	FDS_ONE,	/* exactly one */
 	FDS_VRING,	/* one, or none with VU_VRING_NOFD */
 	FDS_REGIONS,	/* one per region: the handler checks */
+	FDS_UNUSED,	/* none, or one to close (REM_MEM_REG) */
 };
 
 #define SIZE_VAR	UINT32_MAX
@@ -1072,6 +1183,11 @@ static const struct vu_handler {
 	[VU_GET_CONFIG] = { h_get_config, SIZE_VAR, FDS_NONE, true },
 	[VU_SET_CONFIG] = { h_set_config, SIZE_VAR, FDS_NONE, false },
 	[VU_SET_BACKEND_REQ_FD] = { h_set_backend_req_fd, 0, FDS_ONE, false },
+	[VU_GET_MAX_MEM_SLOTS] = { h_get_max_mem_slots, 0, FDS_NONE, true },
+	[VU_ADD_MEM_REG] = { h_add_mem_reg, sizeof(struct vu_mem_reg), FDS_ONE,
+			     false },
+	[VU_REM_MEM_REG] = { h_rem_mem_reg, sizeof(struct vu_mem_reg),
+			     FDS_UNUSED, false },
 };
 
 /* Size and descriptor checks common to every request. */
@@ -1089,6 +1205,12 @@ static int check_msg(const struct vu_handler *h, const struct vu_msg *m)
 	case FDS_ONE:
 		want_fds = 1;
 		break;
+	case FDS_UNUSED:
+		if (m->nfds > 1)
+			return fail(m, -EINVAL,
+				    "%u file descriptors, expected at most 1",
+				    m->nfds);
+		return 0;
 	case FDS_VRING:
 		if (m->payload.u64 & ~(VU_VRING_IDX_MASK | VU_VRING_NOFD))
 			return fail(m, -EINVAL, "unknown bits in 0x%llx",

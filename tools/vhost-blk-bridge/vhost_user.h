@@ -77,12 +77,14 @@ enum vu_request {
 #define VU_PROTOCOL_F_REPLY_ACK		3
 #define VU_PROTOCOL_F_BACKEND_REQ	5
 #define VU_PROTOCOL_F_CONFIG		9
+#define VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS	15
 /* What the bridge implements, and offers. */
 #define VU_PROTOCOL_FEATURES	((1ULL << VU_PROTOCOL_F_MQ) |		\
 				 (1ULL << VU_PROTOCOL_F_LOG_SHMFD) |	\
 				 (1ULL << VU_PROTOCOL_F_REPLY_ACK) |	\
 				 (1ULL << VU_PROTOCOL_F_BACKEND_REQ) |	\
-				 (1ULL << VU_PROTOCOL_F_CONFIG))
+				 (1ULL << VU_PROTOCOL_F_CONFIG) |	\
+				 (1ULL << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
 
 /* Back-end to front-end requests, on the SET_BACKEND_REQ_FD channel. */
 #define VU_BACKEND_CONFIG_CHANGE_MSG	2
@@ -93,6 +95,12 @@ enum vu_request {
 
 /* Regions in SET_MEM_TABLE (VHOST_MEMORY_BASELINE_NREGIONS in QEMU). */
 #define VU_MAX_REGIONS		8
+/*
+ * Regions added one at a time (CONFIGURE_MEM_SLOTS): the vhost module's
+ * max_mem_regions default.  GET_MAX_MEM_SLOTS says the module's own, if
+ * lower.
+ */
+#define VU_MAX_MEM_SLOTS	64
 /* File descriptors one message may carry. */
 #define VU_MAX_FDS		VU_MAX_REGIONS
 /* Largest config space a GET_CONFIG / SET_CONFIG may address. */
@@ -121,6 +129,12 @@ struct vu_memory {
 	struct vu_mem_region regions[VU_MAX_REGIONS];
 };
 
+/* ADD_MEM_REG / REM_MEM_REG: one region. */
+struct vu_mem_reg {
+	uint64_t padding;
+	struct vu_mem_region region;
+};
+
 /* SET_LOG_BASE with LOG_SHMFD: the dirty log, in the message's fd. */
 struct vu_log {
 	uint64_t mmap_size;
@@ -141,6 +155,7 @@ union vu_payload {
 	struct vhost_vring_state state;
 	struct vhost_vring_addr addr;
 	struct vu_memory memory;
+	struct vu_mem_reg mem_reg;
 	struct vu_log log;
 	struct vu_config_space config;
 };
@@ -178,6 +193,8 @@ int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload);
 struct vu_params {
 	struct kdev_params kdev;
 	int msg_timeout_ms;		/* a whole message, from its first byte */
+	/* GET_MAX_MEM_SLOTS: the vhost module's max_mem_regions (0: ours). */
+	unsigned int max_mem_slots;
 };
 
 struct vu_region {
@@ -206,7 +223,7 @@ struct vu_session {
 	uint64_t acked_features;	/* SET_FEATURES */
 	bool features_set;
 	uint64_t protocol_features;	/* SET_PROTOCOL_FEATURES */
-	struct vu_region regions[VU_MAX_REGIONS];
+	struct vu_region regions[VU_MAX_MEM_SLOTS];
 	unsigned int nregions;
 	bool mem_set;
 	struct vu_vring vrings[KDEV_MAX_QUEUES];

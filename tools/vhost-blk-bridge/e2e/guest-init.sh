@@ -7,6 +7,7 @@
 #
 # Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|demo|probe, vbb.serial=S,
 # vbb.resize=1 (reconnect: ask the host to grow the disk, see it grow),
+# vbb.hotplug=1 (reconnect: ask for a memory hot-plug while reads run),
 # vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo: seconds per
 # fio job).  Every check prints
 #   VBB-E2E-RESULT <name> pass|fail [detail]
@@ -124,6 +125,35 @@ rw)
 	;;
 reconnect)
 	# Same bridge, new QEMU: what the first boot wrote is still there.
+	if [ "$(arg vbb.hotplug)" = 1 ]; then
+		# Memory is hot-plugged while reads run: the host plugs a DIMM
+		# when asked and answers once the bridge has its region.
+		phase_start
+		# Direct reads in a loop until told to stop: running for all
+		# of the hot-plug, however long it takes.
+		rm -f /tmp/hp.stop /tmp/hp.err /tmp/hp.count
+		(
+			n=0
+			while [ ! -e /tmp/hp.stop ]; do
+				dd if=/dev/vda of=/dev/null bs=64k count=16 \
+					iflag=direct 2>>/tmp/hp.err ||
+					echo "read $n failed" >>/tmp/hp.err
+				n=$((n + 1))
+			done
+			echo "$n" >/tmp/hp.count
+		) &
+		hp_pid=$!
+		echo "VBB-E2E-HOTPLUG-REQUEST"
+		read -r -t 300 ack </dev/console
+		check hotplug-request-answered test "$ack" = VBB-E2E-GO
+		check hotplug-reads-running kill -0 "$hp_pid"
+		touch /tmp/hp.stop
+		wait "$hp_pid"
+		grep -v 'records\|copied' /tmp/hp.err >/tmp/hp.bad
+		check hotplug-reads-no-error test ! -s /tmp/hp.bad
+		echo "  hotplug: $(cat /tmp/hp.count) reads of 1 MiB during the hot-plug"
+		phase_end hotplug
+	fi
 	phase_start
 	fio_check reverify --verify_only
 	check fsck /sbin/e2fsck -fn /dev/vda

@@ -12,7 +12,9 @@
 #   3. the image is checked from outside: e2fsck, the files' checksums,
 #      fio --verify_only of both regions
 #   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of
-#      it, its guest memory on 2 MiB huge pages (memfd hugetlb=on); with a
+#      it, its guest memory on 2 MiB huge pages (memfd hugetlb=on), with a
+#      128 MiB DIMM hot-plugged while its fio reads (the bridge gets one
+#      more ADD_MEM_REG, the reads go on and verify); with a
 #      file backend the image then grows by 64 MiB under the running
 #      guest (SIGHUP to the bridge): the guest sees the new size and
 #      writes and verifies the new area
@@ -244,11 +246,12 @@ guest_qemu() {
 	[ "$smp" -gt 1 ] && accel=tcg,thread=multi
 	exec timeout -k 10 "$boot_timeout" "${qemu_as[@]}" qemu-system-x86_64 \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
-		-machine pc -accel "$accel" -cpu max -smp "$smp" -m "$guest_mem" \
+		-machine pc -accel "$accel" -cpu max -smp "$smp" \
+		-m "$guest_mem${hotplug_mem:+,slots=2,maxmem=$((guest_mem + hotplug_mem))M}" \
 		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on${mem_opts:+,$mem_opts}" \
 		-numa node,memdev=mem \
 		-kernel "$kernel" \
-		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.resize=$resize vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
+		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.resize=$resize vbb.hotplug=${hotplug_mem:+1} vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
 		-serial stdio \
 		-chardev "socket,id=vbb,path=$s" \
 		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
@@ -269,6 +272,35 @@ serve_resize_request() {
 	truncate -s +64M "$disk"
 	kill -HUP "$bridge_pid"
 	wait_line "$blog" 'config change sent to the frontend' "$bridge_pid"
+	echo VBB-E2E-GO >&"$console_fd"
+}
+
+# Memory hot-plug (boot 2): QEMU starts with room for one 128 MiB DIMM and
+# a monitor; when the guest asks (VBB-E2E-HOTPLUG-REQUEST, while its fio
+# runs), plug one in (object_add + device_add pc-dimm), wait until the
+# bridge has had one more ADD_MEM_REG (its --verbose log), and let the
+# guest go on.  The guest has no ACPI and does not online the memory, but
+# QEMU maps the DIMM for vhost at once.
+hotplug_mem=
+qemu_extra=()
+hotplug_mon=$work/hmp-hotplug.sock
+serve_hotplug_request() {
+	local log=$1 qemu_pid=$2 blog=$3 before n i
+
+	wait_line "$log" '^VBB-E2E-HOTPLUG-REQUEST' "$qemu_pid" || return
+	before=$(grep -c '<- ADD_MEM_REG' "$blog")
+	hmp "$hotplug_mon" "object_add memory-backend-memfd,id=hp1,size=${hotplug_mem}M,share=on" \
+		>"$out/hotplug-hmp.log"
+	hmp "$hotplug_mon" "device_add pc-dimm,id=dimm1,memdev=hp1" >>"$out/hotplug-hmp.log"
+	n=$before
+	for i in $(seq 600); do
+		n=$(grep -c '<- ADD_MEM_REG' "$blog")
+		[ "$n" -gt "$before" ] && break
+		kill -0 "$qemu_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	hmp "$hotplug_mon" "info memory-devices" >>"$out/hotplug-hmp.log"
+	echo "hotplug ADD_MEM_REG $before $n" >"$out/hotplug.result"
 	echo VBB-E2E-GO >&"$console_fd"
 }
 
@@ -293,13 +325,17 @@ boot() {
 
 	t0=$(now)
 	: >"$log"
-	guest_qemu "$mode" "$sock" <"$console_in" >"$log" 2>&1 &
+	guest_qemu "$mode" "$sock" "${qemu_extra[@]}" <"$console_in" >"$log" 2>&1 &
 	qemu_pid=$!
 	if [ "$mode" = rw ]; then
 		serve_stats_request "$log" "$qemu_pid" &
 		helper=$!
-	elif [ "$mode" = reconnect ] && [ "$resize" = 1 ]; then
-		serve_resize_request "$log" "$qemu_pid" "$out/bridge-rw.log" &
+	elif [ "$mode" = reconnect ]; then
+		{
+			serve_hotplug_request "$log" "$qemu_pid" "$out/bridge-rw.log"
+			[ "$resize" = 0 ] ||
+				serve_resize_request "$log" "$qemu_pid" "$out/bridge-rw.log"
+		} &
 		helper=$!
 	fi
 	wait "$qemu_pid"
@@ -464,7 +500,7 @@ if [ "$probe" = 1 ]; then
 fi
 
 # Boot 1 and 2: one bridge, two frontends one after the other.
-start_bridge "$out/bridge-rw.log"
+start_bridge "$out/bridge-rw.log" --verbose
 # A second bridge on the same disk, without --shared, does not start: the
 # first one's lock.
 if "$bridge" --socket "$work/second.sock" --backend "$disk" --once \
@@ -494,7 +530,17 @@ if [ "${huge_free:-0}" -ge "$huge_need" ]; then
 else
 	record hugepages-reserved fail "only ${huge_free:-0} of $huge_need huge pages"
 fi
+hotplug_mem=128
+qemu_extra=(-monitor "unix:$hotplug_mon,server,nowait")
 boot reconnect
+read -r _ _ hp_before hp_after <"$out/hotplug.result" 2>/dev/null
+if [ "${hp_after:-0}" -gt "${hp_before:-0}" ]; then
+	record hotplug:add-mem-reg pass "ADD_MEM_REG $hp_before -> $hp_after"
+else
+	record hotplug:add-mem-reg fail "no ADD_MEM_REG after device_add (see $out/hotplug-hmp.log)"
+fi
+hotplug_mem=
+qemu_extra=()
 mem_opts=
 echo 0 >/proc/sys/vm/nr_hugepages
 stop_bridge bridge-rw-exit

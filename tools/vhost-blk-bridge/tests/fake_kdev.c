@@ -150,6 +150,10 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 	case VHOST_BLK_SET_VRING_POLL:
 		return 0;
 	case VHOST_SET_MEM_TABLE:
+		/* vhost's max_mem_regions, by default. */
+		if (((const struct vhost_memory *)arg)->nregions >
+		    FAKE_MAX_MEM_REGIONS)
+			return -E2BIG;
 		return 0;
 	case VHOST_SET_VRING_NUM:
 	case VHOST_SET_VRING_BASE:
@@ -196,7 +200,7 @@ int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
 		const struct vhost_memory *m = arg;
 
 		c->nregions = m->nregions;
-		if (m->nregions <= VU_MAX_REGIONS)
+		if (m->nregions <= FAKE_MAX_REGIONS)
 			memcpy(c->regions, m->regions,
 			       m->nregions * sizeof(m->regions[0]));
 	} else if (req == VHOST_BLK_SET_SERIAL) {

@@ -22,6 +22,9 @@
 
 #define FAKE_MAX_CALLS	512
 #define FAKE_FD		1000
+/* Regions a recorded VHOST_SET_MEM_TABLE keeps; the vhost module's limit. */
+#define FAKE_MAX_REGIONS	16
+#define FAKE_MAX_MEM_REGIONS	64
 
 struct fake_call {
 	unsigned long req;
@@ -35,7 +38,7 @@ struct fake_call {
 	} a;
 	bool fd_valid;			/* vring file / backend: fd was open */
 	uint32_t nregions;
-	struct vhost_memory_region regions[VU_MAX_REGIONS];
+	struct vhost_memory_region regions[FAKE_MAX_REGIONS];
 };
 
 struct fake {

@@ -489,7 +489,8 @@ static void t_get_protocol_features(struct env *e)
 
 	CHECK(f == (F(VU_PROTOCOL_F_MQ) | F(VU_PROTOCOL_F_LOG_SHMFD) |
 		    F(VU_PROTOCOL_F_REPLY_ACK) | F(VU_PROTOCOL_F_BACKEND_REQ) |
-		    F(VU_PROTOCOL_F_CONFIG)),
+		    F(VU_PROTOCOL_F_CONFIG) |
+		    F(VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)),
 	      "protocol features 0x%llx", (unsigned long long)f);
 }
 
@@ -837,6 +838,96 @@ static void t_mem_table_hugetlb(struct env *e)
 				    flags, sizeof(flags)) &&
 	      strstr(flags, " dd") && strstr(flags, " nr"), "memfd VmFlags:%s",
 	      flags);
+}
+
+/* ADD_MEM_REG of region @k: 64 KiB at guest @k MiB, offset @k * 64 KiB. */
+static int add_region(struct env *e, uint32_t req, unsigned int k)
+{
+	struct vu_mem_reg r = {
+		.region = {
+			.guest_phys_addr = (uint64_t)k << 20,
+			.memory_size = 0x10000,
+			.userspace_addr = FE_UVA0 + ((uint64_t)k << 20),
+			.mmap_offset = (uint64_t)k * 0x10000,
+		},
+	};
+	int fd = e->memfd;
+
+	return xchg(e, req, VU_VERSION, &r, sizeof(r), &fd,
+		    req == VU_ADD_MEM_REG ? 1 : 0);
+}
+
+/* The last VHOST_SET_MEM_TABLE: its regions, each checked by its marker. */
+static unsigned int check_table(struct env *e, unsigned int skip)
+{
+	int i = -1, j;
+	unsigned int n, k;
+
+	while ((j = find_call(&e->fake, VHOST_SET_MEM_TABLE, i + 1)) >= 0)
+		i = j;
+	if (i < 0)
+		return 0;
+	n = e->fake.calls[i].nregions;
+	for (k = 0; k < n && k < FAKE_MAX_REGIONS; k++) {
+		const struct vhost_memory_region *kr = &e->fake.calls[i].regions[k];
+		unsigned int id = kr->guest_phys_addr >> 20;
+
+		CHECK(id != skip, "removed region %u still there", skip);
+		CHECK(*(uint32_t *)(uintptr_t)kr->userspace_addr == 0x5107u + id,
+		      "region %u maps the wrong memory", id);
+	}
+	return n;
+}
+
+/*
+ * CONFIGURE_MEM_SLOTS: GET_MAX_MEM_SLOTS is the vhost module's limit;
+ * regions come one at a time, past SET_MEM_TABLE's 8; each change gives
+ * the module the whole table again; REM_MEM_REG takes the one named (an
+ * fd sent with it is closed unused); no more than the slots.
+ */
+static void t_mem_slots(struct env *e)
+{
+	unsigned int k, n = 10;
+
+	for (k = 0; k < n; k++)
+		*(uint32_t *)(e->mem + k * 0x10000) = 0x5107u + k;
+	handshake(e);
+	CHECK(get_u64(e, VU_GET_MAX_MEM_SLOTS) == VU_MAX_MEM_SLOTS,
+	      "max slots");
+	for (k = 0; k < n; k++)
+		CHECK(add_region(e, VU_ADD_MEM_REG, k) == 0, "ADD_MEM_REG %u", k);
+	CHECK(check_table(e, ~0u) == n, "table of %u regions", n);
+	CHECK(e->s.nregions == n, "%u regions in the session", e->s.nregions);
+	/* Remove the fourth, with an fd as some frontends send. */
+	{
+		struct vu_mem_reg r = {
+			.region = {
+				.guest_phys_addr = 3ULL << 20, .memory_size = 0x10000,
+				.userspace_addr = FE_UVA0 + (3ULL << 20),
+			},
+		};
+		int fd = dup(e->memfd);
+
+		CHECK(xchg(e, VU_REM_MEM_REG, VU_VERSION, &r, sizeof(r), &fd, 1) == 0,
+		      "REM_MEM_REG");
+		close(fd);
+	}
+	CHECK(check_table(e, 3) == n - 1, "table after removal");
+	/* The limit: the module's, here 10. */
+	e->p.max_mem_slots = 10;
+	CHECK(get_u64(e, VU_GET_MAX_MEM_SLOTS) == 10, "max slots of the module");
+	CHECK(add_region(e, VU_ADD_MEM_REG, 3) == 0, "ADD_MEM_REG again");
+	CHECK(add_region(e, VU_ADD_MEM_REG, 11) == -1 &&
+	      log_has("all 10 memory slots are in use"), "an 11th slot");
+}
+
+/* REM_MEM_REG of a region never added is refused. */
+static void t_mem_slots_rem_unknown(struct env *e)
+{
+	handshake(e);
+	CHECK(add_region(e, VU_ADD_MEM_REG, 0) == 0, "ADD_MEM_REG");
+	CHECK(add_region(e, VU_REM_MEM_REG, 5) == -1 &&
+	      log_has("no region at guest 0x500000"), "an unknown region");
 }
 
 static void t_vring_addr(struct env *e)
@@ -2017,7 +2108,7 @@ struct test {
 
 static const struct test tests[] = {
 	{ "GET_FEATURES offers the module's features and PROTOCOL_FEATURES", t_get_features, false },
-	{ "GET_PROTOCOL_FEATURES is MQ, LOG_SHMFD, REPLY_ACK, BACKEND_REQ and CONFIG", t_get_protocol_features, false },
+	{ "GET_PROTOCOL_FEATURES is MQ, LOG_SHMFD, REPLY_ACK, BACKEND_REQ, CONFIG, CONFIGURE_MEM_SLOTS", t_get_protocol_features, false },
 	{ "SET_PROTOCOL_FEATURES with a bit never offered is refused", t_set_protocol_features_unknown, false },
 	{ "GET_QUEUE_NUM is --num-queues", t_get_queue_num, false },
 	{ "GET_CONFIG: capacity, blk_size, seg_max, num_queues, slices", t_get_config, false },
@@ -2031,6 +2122,8 @@ static const struct test tests[] = {
 	{ "SET_MEM_TABLE gives the kernel gpa/size and our own mappings", t_mem_table, false },
 	{ "SET_MEM_TABLE with a mmap_offset off a page boundary", t_mem_table_unaligned_offset, false },
 	{ "SET_MEM_TABLE on hugetlbfs: huge-page aligned, MAP_NORESERVE, MADV_DONTDUMP", t_mem_table_hugetlb, false },
+	{ "CONFIGURE_MEM_SLOTS: 10 regions added, one removed, the module's limit", t_mem_slots, false },
+	{ "REM_MEM_REG of an unknown region is refused", t_mem_slots_rem_unknown, false },
 	{ "SET_VRING_ADDR is translated into our mappings", t_vring_addr, false },
 	{ "the disk is attached once every set-up ring is enabled", t_attach_when_all_enabled, false },
 	{ "a guest using 1 of 2 queues gets its queue running", t_one_of_two_queues, false },
