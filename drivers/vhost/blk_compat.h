@@ -4,8 +4,9 @@
  * (Debian 12's default kernel) does not have, in one place.
  *
  * blk.c is written to the interfaces of 6.12.  On 6.12 and later this
- * header adds nothing but vhost_blk_worker_ioctl().  On 6.1 it supplies
- * the newer interfaces blk.c calls, built on what 6.1 has:
+ * header adds only the vhost_blk_*() wrappers below, each the kernel's
+ * own call.  On 6.1 it supplies the newer interfaces blk.c calls, built
+ * on what 6.1 has:
  *
  * - vhost_vq_work_queue() and vhost_vq_has_work(): 6.1 has one worker per
  *   device, so they act on the device's worker;
