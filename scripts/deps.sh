@@ -87,6 +87,9 @@ host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
 host_pkgs="$host_pkgs dpkg-dev debhelper dh-dkms dkms fakeroot udev"
 # The bridge: socket activation and readiness (sd_listen_fds, sd_notify).
 host_pkgs="$host_pkgs libsystemd-dev"
+# The bridge's end-to-end test boots one guest through libvirt (libvirtd,
+# its QEMU driver, virsh), started inside the test VM, which sees this root.
+host_pkgs="$host_pkgs libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
 
 have_all() {
 	local p

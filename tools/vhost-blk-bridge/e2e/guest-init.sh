@@ -5,11 +5,11 @@
 # sh).  Its root is the read-only tools disk; /dev/vda is the disk served by
 # QEMU's vhost-user-blk-pci -> vhost-blk-bridge -> /dev/vhost-blk.
 #
-# Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|demo|probe, vbb.serial=S,
-# vbb.resize=1 (reconnect: ask the host to grow the disk, see it grow),
-# vbb.hotplug=1 (reconnect: ask for a memory hot-plug while reads run),
-# vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo: seconds per
-# fio job).  Every check prints
+# Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|libvirt|demo|probe,
+# vbb.serial=S, vbb.resize=1 (reconnect: ask the host to grow the disk, see
+# it grow), vbb.hotplug=1 (reconnect: ask for a memory hot-plug while reads
+# run), vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo:
+# seconds per fio job).  Every check prints
 #   VBB-E2E-RESULT <name> pass|fail [detail]
 # and every phase VBB-E2E-TIME <name> <seconds>; the demo prints fio's terse
 # lines as VBB-E2E-FIO <line>.  The last line is VBB-E2E-DONE.  Then the
@@ -192,6 +192,20 @@ ro)
 	check fsck /sbin/e2fsck -fn /dev/vda
 	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
 	phase_end ro
+	;;
+libvirt)
+	# Booted by libvirt from Documentation/virt/vhost-blk/
+	# vhost-blk-bridge-domain.xml, on a bridge started as its systemd
+	# units start it: the files of boot 1 are there, and a new region
+	# takes writes and verifies.
+	phase_start
+	check writable test "$(cat /sys/block/vda/ro)" = 0
+	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
+	check fio-write-verify fio --name=libvirt --filename=/dev/vda \
+		--direct=1 --ioengine=libaio --bs=4k --iodepth=16 --size=8m \
+		--offset=232m --rw=randwrite --verify=crc32c --randrepeat=1 \
+		--do_verify=1
+	phase_end libvirt
 	;;
 migrate)
 	# Live migration with I/O running: write a pattern, ask the host to

@@ -29,6 +29,12 @@
 #      the guest's QEMU runs as uid 4242, unprivileged.  The guest sees a
 #      read-only disk, a write is refused, reads verify; the image does not
 #      change
+#   7. boot 5 (libvirt): Debian's libvirtd, started here, boots the domain
+#      of Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml as it is,
+#      its QEMU as user libvirt-qemu (group kvm among its groups), on a bridge started as the shipped
+#      systemd units and instance.conf start it; the guest finds boot 1's
+#      files, and writes and verifies a new region, which the host then
+#      verifies too
 #
 # Prints a summary with the time of every phase; exit status 0 if all
 # passed.  Every result also goes to $out/results as it comes ("pass NAME
@@ -130,6 +136,7 @@ nullb)
 esac
 
 bridge_pid=
+lv_pids=()	# libvirt's daemons (boot 5)
 start_bridge() {	# start_bridge LOG [options]; on $BRIDGE_SOCK if set
 	local log=$1 s=${BRIDGE_SOCK:-$sock} i
 
@@ -187,6 +194,7 @@ stop_bridge() {	# stop_bridge NAME: SIGTERM, expect exit status 0
 
 cleanup() {
 	[ -z "$bridge_pid" ] || kill -TERM "$bridge_pid" 2>/dev/null
+	[ "${#lv_pids[@]}" = 0 ] || kill -TERM "${lv_pids[@]}" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -343,12 +351,21 @@ boot() {
 	[ -z "$helper" ] || { kill "$helper" 2>/dev/null; wait "$helper" 2>/dev/null; }
 	timing "boot-$mode(total)" "$(elapsed "$t0")"
 	[ "$rc" = 124 ] && record "boot-$mode" fail "timed out after $boot_timeout s"
+	guest_done "$mode" "$log" "QEMU status $rc"
+}
+
+# guest_done MODE LOG WHAT: the boot passed if the guest got to its end
+# (VBB-E2E-DONE); then its results.  WHAT says how its QEMU ended.
+guest_done() {
+	local mode=$1 log=$2
+
 	if ! grep -q '^VBB-E2E-DONE' "$log"; then
-		record "boot-$mode" fail "no VBB-E2E-DONE (QEMU status $rc, log $log)"
+		record "boot-$mode" fail "no VBB-E2E-DONE ($3, log $log)"
 		tail -n 30 "$log" | sed 's/^/  guest: /'
 		return
 	fi
-	record "boot-$mode" pass "$(awk '/^VBB-E2E-BOOTED/ { printf "kernel+init %.1fs", $2 }' "$log")"
+	record "boot-$mode" pass "$(tr -d '\r' <"$log" |
+		awk '/^VBB-E2E-BOOTED/ { printf "kernel+init %.1fs", $2 }')"
 	guest_results "$mode" "$log"
 }
 
@@ -470,6 +487,227 @@ show_stats() {
 host_fio_verify() {
 	VBB_DEV=$disk VBB_QD1_SIZE=$qd1 VBB_QD16_SIZE=$qd16 \
 		fio --verify_only "$e2e_dir/fio.job" >"$out/host-fio.log" 2>&1
+}
+
+# ------------------------------------------------------------ libvirt
+
+# Boot 5, through libvirt as on a Debian host.  The bridge is started as
+# systemd starts vhost-blk-bridge@vbb-e2e.socket and its service: the
+# socket's path, group and mode, and the service's command line, are read
+# from the shipped units, BACKEND and OPTIONS from a copy of the shipped
+# instance.conf.  libvirtd (Debian's libvirt-daemon, started here) defines
+# and starts the domain of Documentation/virt/vhost-blk/
+# vhost-blk-bridge-domain.xml, unchanged, and runs its QEMU as user
+# libvirt-qemu, a member of group kvm, as Debian's libvirt does.
+lv_name=vbb-e2e
+lv_units=$(cd "$e2e_dir/../systemd" && pwd)
+lv_xml=$(cd "$e2e_dir/../../.." && pwd)/Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml
+lv_console=/var/log/libvirt/qemu/$lv_name-console.log
+virsh_() { virsh -q -c qemu:///system "$@"; }
+
+# unit_key FILE KEY: the value of KEY= in a unit file, %i the instance.
+unit_key() {
+	sed -n "s/^$2=//p" "$1" | tail -n 1 | sed "s/%i/$lv_name/g"
+}
+
+# lv_users: the users and groups libvirt-daemon-system's postinst makes
+# (this VM has only libvirt-daemon, which has none of its own).
+lv_users() {
+	getent group kvm >/dev/null || groupadd -r kvm || return
+	getent passwd libvirt-qemu >/dev/null ||
+		useradd -r -g kvm -d /var/lib/libvirt -M -s /usr/sbin/nologin \
+			libvirt-qemu 2>/dev/null || return
+	getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu ||
+		return
+	usermod -a -G libvirt-qemu libvirt-qemu
+}
+
+# lv_start_daemons: virtlogd and libvirtd, until their socket is there.
+# qemu.conf: Debian's defaults but for the mount namespace libvirt gives
+# each QEMU, which cannot be built here: this VM's root is a chroot into
+# an overlay on 9p, where QEMU's private /dev comes up without /dev/null.
+lv_start_daemons() {
+	local i
+
+	mkdir -p /etc/libvirt /var/lib/libvirt/boot /var/lib/libvirt/images \
+		/var/log/libvirt/qemu || return
+	printf 'namespaces = [ ]\n' >/etc/libvirt/qemu.conf
+	# The daemon's own socket, root's only: no polkit in this VM.
+	printf '%s\n' 'auth_unix_rw = "none"' 'unix_sock_rw_perms = "0700"' \
+		'log_outputs = "3:stderr"' >"$work/libvirtd.conf"
+	virtlogd >"$out/virtlogd.log" 2>&1 &
+	lv_pids+=($!)
+	libvirtd -f "$work/libvirtd.conf" >"$out/libvirtd.log" 2>&1 &
+	lv_pids+=($!)
+	for i in $(seq 300); do
+		[ -S /run/libvirt/libvirt-sock ] && virsh_ version >/dev/null 2>&1 &&
+			return 0
+		kill -0 "${lv_pids[1]}" 2>/dev/null || break
+		sleep 0.2
+	done
+	return 1
+}
+
+lv_stop_daemons() {
+	local p
+
+	for p in "${lv_pids[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	lv_pids=()
+}
+
+# lv_start_bridge: as vhost-blk-bridge@vbb-e2e.socket and .service would,
+# with systemd-socket-activate in systemd's place.
+lv_start_bridge() {
+	local sock_unit=$lv_units/vhost-blk-bridge@.socket conf word i
+	local svc_unit=$lv_units/vhost-blk-bridge@.service BACKEND OPTIONS
+	local -a exec_words argv opts
+
+	lv_sock=$(unit_key "$sock_unit" ListenStream)
+	lv_group=$(unit_key "$sock_unit" SocketGroup)
+	lv_mode=$(unit_key "$sock_unit" SocketMode)
+	conf=/etc/vhost-blk-bridge/$lv_name.conf
+	mkdir -p /etc/vhost-blk-bridge "$(dirname "$lv_sock")" || return
+	chmod "$(unit_key "$sock_unit" DirectoryMode)" "$(dirname "$lv_sock")"
+	# The example configuration, with this disk, its serial, and the
+	# messages that show what it did.
+	sed -e "s|^BACKEND=.*|BACKEND=$disk|" \
+		-e "s|^OPTIONS=.*|& --serial $lv_name --verbose|" \
+		"$lv_units/instance.conf" >"$conf" || return
+	BACKEND=$(sed -n 's/^BACKEND=//p' "$conf")
+	OPTIONS=$(sed -n 's/^OPTIONS=//p' "$conf")
+	# ExecStart: ${BACKEND} is one word, $OPTIONS split on spaces.
+	read -ra exec_words <<<"$(unit_key "$svc_unit" ExecStart)"
+	read -ra opts <<<"$OPTIONS"
+	argv=("$bridge")
+	for word in "${exec_words[@]:1}"; do
+		case "$word" in
+		'${BACKEND}') argv+=("$BACKEND") ;;
+		'$OPTIONS') argv+=("${opts[@]}") ;;
+		*) argv+=("$word") ;;
+		esac
+	done
+	echo "  libvirt: bridge ${argv[*]}"
+	systemd-socket-activate -l "$lv_sock" "${argv[@]}" \
+		>"$out/bridge-libvirt.log" 2>&1 &
+	bridge_pid=$!
+	for i in $(seq 100); do
+		[ -S "$lv_sock" ] && break
+		kill -0 "$bridge_pid" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	chown "root:$lv_group" "$lv_sock" && chmod "$lv_mode" "$lv_sock"
+}
+
+# lv_wait: until the guest is done or its domain has stopped; meanwhile,
+# who its QEMU runs as (lv_qemu_cred).
+lv_wait() {
+	local i st
+
+	lv_qemu_cred=
+	for i in $(seq $((boot_timeout * 2))); do
+		[ -n "$lv_qemu_cred" ] ||
+			lv_qemu_cred=$(ps -eo user:32=,group:32=,supgrp:64=,comm= |
+				awk '$4 ~ /^qemu-system/ { print $1, $2, $3; exit }')
+		grep -q '^VBB-E2E-DONE' "$lv_console" 2>/dev/null && break
+		st=$(virsh_ domstate "$lv_name" 2>/dev/null)
+		[ "$st" = running ] || [ "$st" = paused ] || break
+		sleep 0.5
+	done
+	# The guest reboots when done, which <on_reboot>destroy ends.
+	for i in $(seq 60); do
+		[ "$(virsh_ domstate "$lv_name" 2>/dev/null)" = "shut off" ] && return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+libvirt_boot() {
+	local t0 perms region
+
+	t0=$(now)
+	if ! command -v libvirtd >/dev/null || ! command -v virsh >/dev/null; then
+		record libvirt:installed fail "no libvirtd or virsh (scripts/deps.sh installs them)"
+		return
+	fi
+	if ! lv_users; then
+		record libvirt:users fail "cannot add libvirt-qemu and kvm"
+		return
+	fi
+	if ! lv_start_daemons; then
+		record libvirt:daemon fail "libvirtd did not start, see $out/libvirtd.log"
+		lv_stop_daemons
+		return
+	fi
+	record libvirt:daemon pass "$(virsh_ version | sed -n 's/^Running hypervisor: //p')"
+	if ! lv_start_bridge; then
+		record libvirt:bridge fail "see $out/bridge-libvirt.log"
+		lv_stop_daemons
+		return
+	fi
+	cp "$kernel" /var/lib/libvirt/boot/$lv_name-bzImage &&
+		cp "$tools" /var/lib/libvirt/images/$lv_name-tools.img &&
+		rm -f "$lv_console" || die "cannot copy the guest's files"
+	if virsh_ define "$lv_xml" >"$out/libvirt-virsh.log" 2>&1; then
+		record libvirt:define pass
+	else
+		record libvirt:define fail "$(tail -n 1 "$out/libvirt-virsh.log")"
+	fi
+	# The QEMU command line libvirt makes of it, for the documentation.
+	virsh_ domxml-to-native qemu-argv --domain "$lv_name" \
+		>"$out/libvirt-qemu-argv.txt" 2>&1
+	if virsh_ start "$lv_name" >>"$out/libvirt-virsh.log" 2>&1; then
+		record libvirt:start pass
+		if lv_wait; then
+			record libvirt:domain-ended pass
+		else
+			record libvirt:domain-ended fail "still $(virsh_ domstate "$lv_name")"
+			virsh_ destroy "$lv_name" >>"$out/libvirt-virsh.log" 2>&1
+		fi
+		# User libvirt-qemu, and the socket's group among its groups.
+		if [ "${lv_qemu_cred%% *}" = libvirt-qemu ] &&
+		   [[ ",${lv_qemu_cred##* }," = *",$lv_group,"* ]]; then
+			record libvirt:qemu-unprivileged pass "user group groups: $lv_qemu_cred"
+		else
+			record libvirt:qemu-unprivileged fail "QEMU ran as '${lv_qemu_cred:-?}'"
+		fi
+	else
+		record libvirt:start fail "$(tail -n 1 "$out/libvirt-virsh.log")"
+	fi
+	cp /var/log/libvirt/qemu/$lv_name.log "$out/libvirt-qemu.log" 2>/dev/null
+	cp "$lv_console" "$out/guest-libvirt.log" 2>/dev/null
+	timing "boot-libvirt(total)" "$(elapsed "$t0")"
+	guest_done libvirt "$out/guest-libvirt.log" "domain $(virsh_ domstate "$lv_name" 2>/dev/null)"
+	virsh_ undefine "$lv_name" >>"$out/libvirt-virsh.log" 2>&1
+	lv_stop_daemons
+
+	# QEMU reached the bridge through the socket's group, which libvirt
+	# left as the unit made it; the bridge let it in by --allow-uid.
+	perms=$(stat -c '%U:%G %a' "$lv_sock")
+	if [ "$perms" = "root:$lv_group ${lv_mode#0}" ]; then
+		record libvirt:socket-as-the-unit-made-it pass "$perms"
+	else
+		record libvirt:socket-as-the-unit-made-it fail "$lv_sock is $perms"
+	fi
+	if grep -q 'on the socket systemd passed' "$out/bridge-libvirt.log" &&
+	   grep -q 'frontend connected' "$out/bridge-libvirt.log" &&
+	   ! grep -q 'refusing a frontend' "$out/bridge-libvirt.log"; then
+		record libvirt:bridge-served-libvirt-qemu pass
+	else
+		record libvirt:bridge-served-libvirt-qemu fail "see $out/bridge-libvirt.log"
+	fi
+	stop_bridge bridge-libvirt-exit
+	show_stats "$out/bridge-libvirt.log"
+	# What the guest wrote is on the disk.
+	region="--name=libvirt --filename=$disk --direct=1 --ioengine=libaio --bs=4k --iodepth=16 --size=8m --offset=232m --rw=randwrite --verify=crc32c --randrepeat=1"
+	# shellcheck disable=SC2086
+	if fio $region --verify_only >"$out/host-fio-libvirt.log" 2>&1; then
+		record host:libvirt-region-verify pass
+	else
+		record host:libvirt-region-verify fail "see $out/host-fio-libvirt.log"
+	fi
 }
 
 # ------------------------------------------------------------------ run
@@ -603,6 +841,9 @@ if [ "$(sha256sum <"$disk")" = "$sum_before" ]; then
 else
 	record host:ro-image-unchanged fail "the image changed under --read-only"
 fi
+
+# Boot 5: through libvirt.
+libvirt_boot
 
 timing total "$(elapsed "$t_all")"
 echo complete >>"$results"
