@@ -21,67 +21,8 @@
 #include "bench.h"
 #include "vu.h"
 
-enum vu_request {
-	VU_GET_FEATURES = 1,
-	VU_SET_FEATURES = 2,
-	VU_SET_OWNER = 3,
-	VU_SET_MEM_TABLE = 5,
-	VU_SET_VRING_NUM = 8,
-	VU_SET_VRING_ADDR = 9,
-	VU_SET_VRING_BASE = 10,
-	VU_GET_VRING_BASE = 11,
-	VU_SET_VRING_KICK = 12,
-	VU_SET_VRING_CALL = 13,
-	VU_GET_PROTOCOL_FEATURES = 15,
-	VU_SET_PROTOCOL_FEATURES = 16,
-	VU_GET_QUEUE_NUM = 17,
-	VU_SET_VRING_ENABLE = 18,
-	VU_GET_CONFIG = 24,
-};
-
-#define VU_VERSION		0x1
-#define VU_VERSION_MASK		0x3
-#define VU_REPLY		(1U << 2)
-#define VU_NEED_REPLY		(1U << 3)
-
 #define VU_REPLY_TIMEOUT_S	10
 #define VU_CONNECT_TIMEOUT_MS	5000
-
-struct vu_hdr {
-	uint32_t request;
-	uint32_t flags;
-	uint32_t size;
-};
-
-struct vu_region {
-	uint64_t guest_phys_addr;
-	uint64_t memory_size;
-	uint64_t userspace_addr;
-	uint64_t mmap_offset;
-};
-
-struct vu_memory {
-	uint32_t nregions;
-	uint32_t padding;
-	struct vu_region regions[1];
-};
-
-struct vu_config {
-	uint32_t offset;
-	uint32_t size;
-	uint32_t flags;
-	uint8_t region[VU_BLK_CONFIG_SIZE];
-};
-
-#define VU_CONFIG_HDR_SIZE	offsetof(struct vu_config, region)
-
-union vu_payload {
-	uint64_t u64;
-	struct vhost_vring_state state;
-	struct vhost_vring_addr addr;
-	struct vu_memory memory;
-	struct vu_config config;
-};
 
 static const char *vu_name(uint32_t req)
 {
@@ -348,9 +289,9 @@ int vu_init(struct vu_conn *c)
 	if (err)
 		return err;
 	if (c->protocol & (1ULL << VU_PROTOCOL_F_CONFIG)) {
-		struct vu_config cfg = { .size = VU_BLK_CONFIG_SIZE };
+		struct vu_config_space cfg = { .size = VU_BLK_CONFIG_SIZE };
 		struct virtio_blk_config blk;
-		uint32_t size = (uint32_t)sizeof(cfg);
+		uint32_t size = VU_CONFIG_HDR_SIZE + VU_BLK_CONFIG_SIZE;
 
 		err = vu_get(c, VU_GET_CONFIG, &cfg, size, &cfg, size);
 		if (err)
@@ -381,7 +322,9 @@ int vu_set_mem_table(struct vu_conn *c, const struct guest_mem *gm, int memfd)
 		},
 	};
 
-	return vu_set(c, VU_SET_MEM_TABLE, &mem, sizeof(mem), &memfd, 1);
+	/* The payload ends after the one region. */
+	return vu_set(c, VU_SET_MEM_TABLE, &mem,
+		      offsetof(struct vu_memory, regions[1]), &memfd, 1);
 }
 
 int vu_setup_vq(struct vu_conn *c, const struct vq *vq)
