@@ -13,14 +13,12 @@
 #include <linux/vhost.h>
 
 #include "kdev.h"
-#include "vhost_user_wire.h"
-
-/* ---------------------------------------------------------- wire format */
+#include "vu_io.h"
 
 /*
  * The wire format (enum vu_request, struct vu_hdr, the payloads, the
- * protocol feature bits) is shared with vhost-blk-bench:
- * tools/lib/vhost-user/vhost_user_wire.h.
+ * protocol feature bits) and the message I/O are shared with
+ * vhost-blk-bench: tools/lib/vhost-user/.
  */
 
 /* The protocol features the bridge implements, and offers. */
@@ -37,30 +35,6 @@
  * lower.
  */
 #define VU_MAX_MEM_SLOTS	64
-
-struct vu_msg {
-	struct vu_hdr hdr;
-	union vu_payload payload;
-	int fds[VU_MAX_FDS];
-	unsigned int nfds;
-};
-
-/* "SET_VRING_KICK", or "request 99" in a static buffer. */
-const char *vu_request_name(uint32_t request);
-
-/*
- * Read one message: the header (and any file descriptors, SCM_RIGHTS, at
- * most VU_MAX_FDS), then its payload.  Once its first byte has arrived the
- * rest must follow within timeout_ms.  1: a message; 0: the peer closed
- * the connection between messages; -1: a malformed message or a socket
- * error, described in err.  Descriptors received are in m->fds; on -1
- * none is left open.
- */
-int vu_recv_msg(int sock, struct vu_msg *m, int timeout_ms, char *err,
-		size_t errlen);
-
-/* Send one message (no fds); 0 or -errno. */
-int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload);
 
 /* ------------------------------------------------------------- session */
 

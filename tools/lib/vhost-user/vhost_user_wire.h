@@ -3,7 +3,7 @@
  * The vhost-user wire format, as QEMU's docs/interop/vhost-user.rst
  * defines it ("Message types", "Protocol features"): what every message
  * of either side looks like, shared by vhost-blk-bridge (a back-end) and
- * vhost-blk-bench (a front-end).
+ * vhost-blk-bench (a front-end).  Reading and writing messages is vu_io.h.
  *
  * A message is a 12-byte header, then header.size bytes of payload, and
  * any file descriptors ride along as SCM_RIGHTS.  The header and the

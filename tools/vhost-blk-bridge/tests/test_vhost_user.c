@@ -237,42 +237,21 @@ static void env_fini(struct env *e)
 	}
 }
 
-static int send_raw(int sock, const void *buf, size_t len, const int *fds,
-		    unsigned int nfds)
+/* Raw bytes, part of a message: for the framing's error paths. */
+static int send_raw(int sock, const void *buf, size_t len)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 16)];
-		struct cmsghdr align;
-	} ctl;
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+	return vu_sendv(sock, &iov, 1, NULL, 0);
 }
 
 static int send_msg(struct env *e, uint32_t req, uint32_t flags,
 		    const void *payload, uint32_t size, const int *fds,
 		    unsigned int nfds)
 {
-	uint8_t buf[sizeof(struct vu_hdr) + 1024];
 	struct vu_hdr h = { .request = req, .flags = flags, .size = size };
 
-	memcpy(buf, &h, sizeof(h));
-	if (size)
-		memcpy(buf + sizeof(h), payload, size);
-	return send_raw(e->fe, buf, sizeof(h) + size, fds, nfds);
+	return vu_send_msg(e->fe, &h, payload, fds, nfds);
 }
 
 /* Send one request and let the bridge handle it. */
@@ -1176,7 +1155,7 @@ static void t_short_header(struct env *e)
 	uint8_t b[5] = { 1, 0, 0, 0, 1 };
 	int ret;
 
-	send_raw(e->fe, b, sizeof(b), NULL, 0);
+	send_raw(e->fe, b, sizeof(b));
 	shutdown(e->fe, SHUT_WR);
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
@@ -1189,7 +1168,7 @@ static void t_short_header_stall(struct env *e)
 	uint8_t b[5] = { 1, 0, 0, 0, 1 };
 	int ret;
 
-	send_raw(e->fe, b, sizeof(b), NULL, 0);
+	send_raw(e->fe, b, sizeof(b));
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
 	CHECK(log_has("short header: 5 of 12 bytes when the message's 200 ms were up"),
@@ -1236,8 +1215,8 @@ static void t_short_payload(struct env *e)
 	struct vu_hdr h = { VU_SET_FEATURES, VU_VERSION, 8 };
 	int ret;
 
-	send_raw(e->fe, &h, sizeof(h), NULL, 0);
-	send_raw(e->fe, "abc", 3, NULL, 0);
+	send_raw(e->fe, &h, sizeof(h));
+	send_raw(e->fe, "abc", 3);
 	shutdown(e->fe, SHUT_WR);
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
@@ -1260,7 +1239,7 @@ static void t_oversize(struct env *e)
 	struct vu_hdr h = { VU_SET_MEM_TABLE, VU_VERSION, 1u << 20 };
 	int ret;
 
-	send_raw(e->fe, &h, sizeof(h), NULL, 0);
+	send_raw(e->fe, &h, sizeof(h));
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
 	CHECK(log_has("larger than any request"), "no clear error");
