@@ -13,8 +13,8 @@
 #include <linux/virtio_blk.h>
 
 #include "guest_mem.h"
-#include "vhost_user_wire.h"
 #include "vq.h"
+#include "vu_io.h"
 
 /* The part of virtio_blk_config the tool reads: up to num_queues. */
 #define VU_BLK_CONFIG_SIZE \
