@@ -14,101 +14,20 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <linux/vhost_types.h>
 
 #include "bench.h"
 #include "vu.h"
 
-enum vu_request {
-	VU_GET_FEATURES = 1,
-	VU_SET_FEATURES = 2,
-	VU_SET_OWNER = 3,
-	VU_SET_MEM_TABLE = 5,
-	VU_SET_VRING_NUM = 8,
-	VU_SET_VRING_ADDR = 9,
-	VU_SET_VRING_BASE = 10,
-	VU_GET_VRING_BASE = 11,
-	VU_SET_VRING_KICK = 12,
-	VU_SET_VRING_CALL = 13,
-	VU_GET_PROTOCOL_FEATURES = 15,
-	VU_SET_PROTOCOL_FEATURES = 16,
-	VU_GET_QUEUE_NUM = 17,
-	VU_SET_VRING_ENABLE = 18,
-	VU_GET_CONFIG = 24,
-};
-
-#define VU_VERSION		0x1
-#define VU_VERSION_MASK		0x3
-#define VU_REPLY		(1U << 2)
-#define VU_NEED_REPLY		(1U << 3)
-
-#define VU_REPLY_TIMEOUT_S	10
+/* A reply: its first byte within this, then the whole of it as well. */
+#define VU_REPLY_TIMEOUT_MS	10000
 #define VU_CONNECT_TIMEOUT_MS	5000
-
-struct vu_hdr {
-	uint32_t request;
-	uint32_t flags;
-	uint32_t size;
-};
-
-struct vu_region {
-	uint64_t guest_phys_addr;
-	uint64_t memory_size;
-	uint64_t userspace_addr;
-	uint64_t mmap_offset;
-};
-
-struct vu_memory {
-	uint32_t nregions;
-	uint32_t padding;
-	struct vu_region regions[1];
-};
-
-struct vu_config {
-	uint32_t offset;
-	uint32_t size;
-	uint32_t flags;
-	uint8_t region[VU_BLK_CONFIG_SIZE];
-};
-
-#define VU_CONFIG_HDR_SIZE	offsetof(struct vu_config, region)
-
-union vu_payload {
-	uint64_t u64;
-	struct vhost_vring_state state;
-	struct vhost_vring_addr addr;
-	struct vu_memory memory;
-	struct vu_config config;
-};
-
-static const char *vu_name(uint32_t req)
-{
-	switch (req) {
-	case VU_GET_FEATURES: return "GET_FEATURES";
-	case VU_SET_FEATURES: return "SET_FEATURES";
-	case VU_SET_OWNER: return "SET_OWNER";
-	case VU_SET_MEM_TABLE: return "SET_MEM_TABLE";
-	case VU_SET_VRING_NUM: return "SET_VRING_NUM";
-	case VU_SET_VRING_ADDR: return "SET_VRING_ADDR";
-	case VU_SET_VRING_BASE: return "SET_VRING_BASE";
-	case VU_GET_VRING_BASE: return "GET_VRING_BASE";
-	case VU_SET_VRING_KICK: return "SET_VRING_KICK";
-	case VU_SET_VRING_CALL: return "SET_VRING_CALL";
-	case VU_GET_PROTOCOL_FEATURES: return "GET_PROTOCOL_FEATURES";
-	case VU_SET_PROTOCOL_FEATURES: return "SET_PROTOCOL_FEATURES";
-	case VU_GET_QUEUE_NUM: return "GET_QUEUE_NUM";
-	case VU_SET_VRING_ENABLE: return "SET_VRING_ENABLE";
-	case VU_GET_CONFIG: return "GET_CONFIG";
-	default: return "?";
-	}
-}
 
 static int vu_fail(struct vu_conn *c, uint32_t req, const char *what, int err)
 {
 	bench_err("vhost-user %s: VHOST_USER_%s: %s%s%s", c->path,
-		  vu_name(req), what, err ? ": " : "",
+		  vu_request_name(req), what, err ? ": " : "",
 		  err ? strerror(err) : "");
 	return err ? -err : -EPROTO;
 }
@@ -119,97 +38,40 @@ static int vu_send(struct vu_conn *c, uint32_t req, uint32_t flags,
 {
 	struct vu_hdr hdr = { .request = req, .flags = VU_VERSION | flags,
 			      .size = size };
-	char control[CMSG_SPACE(sizeof(int) * 8)];
-	struct iovec iov[2] = {
-		{ .iov_base = &hdr, .iov_len = sizeof(hdr) },
-		{ .iov_base = (void *)payload, .iov_len = size },
-	};
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
-	ssize_t n;
+	int err = vu_send_msg(c->fd, &hdr, payload, fds, nfds);
 
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(control, 0, sizeof(control));
-		msg.msg_control = control;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
-	}
-	do {
-		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return vu_fail(c, req, "send", errno);
-	if ((size_t)n != sizeof(hdr) + size)
-		return vu_fail(c, req, "short send", 0);
-	return 0;
-}
-
-static int vu_read_all(struct vu_conn *c, uint32_t req, void *buf, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = recv(c->fd, (char *)buf + done, len - done, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return vu_fail(c, req, "no reply from the back-end within 10 s", 0);
-		if (n < 0)
-			return vu_fail(c, req, "receive", errno);
-		if (!n)
-			return vu_fail(c, req, "the back-end closed the connection", 0);
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-/* Read the reply to @req into @payload (at most @max bytes); its size. */
-static int vu_recv(struct vu_conn *c, uint32_t req, void *payload,
-		   uint32_t max)
-{
-	struct vu_hdr hdr;
-	char discard[256];
-	int err;
-
-	err = vu_read_all(c, req, &hdr, sizeof(hdr));
-	if (err)
-		return err;
-	if (hdr.request != req || !(hdr.flags & VU_REPLY) ||
-	    (hdr.flags & VU_VERSION_MASK) != VU_VERSION) {
-		bench_err("vhost-user %s: VHOST_USER_%s: unexpected reply (request %u, flags %#x)",
-			  c->path, vu_name(req), hdr.request, hdr.flags);
-		return -EPROTO;
-	}
-	if (hdr.size > max) {
-		if (hdr.size > max + sizeof(discard))
-			return vu_fail(c, req, "oversized reply", 0);
-		err = vu_read_all(c, req, payload, max);
-		if (!err)
-			err = vu_read_all(c, req, discard, hdr.size - max);
-		return err ? err : (int)max;
-	}
-	err = vu_read_all(c, req, payload, hdr.size);
-	return err ? err : (int)hdr.size;
+	return err ? vu_fail(c, req, "send", -err) : 0;
 }
 
 /* The payload of the reply to @req, exactly @size bytes of it. */
 static int vu_recv_exact(struct vu_conn *c, uint32_t req, void *reply,
 			 uint32_t size)
 {
-	int n = vu_recv(c, req, reply, size);
+	struct vu_msg m;
+	char err[256];
+	int ret;
 
-	if (n >= 0 && (uint32_t)n != size) {
-		bench_err("vhost-user %s: VHOST_USER_%s: reply of %d bytes, expected %u",
-			  c->path, vu_name(req), n, size);
+	ret = vu_recv_msg(c->fd, &m, VU_RECV_REPLY, VU_REPLY_TIMEOUT_MS,
+			  VU_REPLY_TIMEOUT_MS, err, sizeof(err));
+	if (ret == 0)
+		return vu_fail(c, req, "the back-end closed the connection", 0);
+	if (ret < 0)
+		return vu_fail(c, req, err, 0);
+	/* Replies to these requests carry no descriptors. */
+	vu_msg_close_fds(&m);
+	if (m.hdr.request != req) {
+		bench_err("vhost-user %s: VHOST_USER_%s: unexpected reply (request %u, flags %#x)",
+			  c->path, vu_request_name(req), m.hdr.request,
+			  m.hdr.flags);
 		return -EPROTO;
 	}
-	return n < 0 ? n : 0;
+	if (m.hdr.size != size) {
+		bench_err("vhost-user %s: VHOST_USER_%s: reply of %u bytes, expected %u",
+			  c->path, vu_request_name(req), m.hdr.size, size);
+		return -EPROTO;
+	}
+	memcpy(reply, &m.payload, size);
+	return 0;
 }
 
 /* A request the back-end answers with a payload. */
@@ -242,7 +104,7 @@ static int vu_set(struct vu_conn *c, uint32_t req, const void *arg,
 		return err;
 	if (status) {
 		bench_err("vhost-user %s: VHOST_USER_%s: the back-end refused it (status %llu)",
-			  c->path, vu_name(req), (unsigned long long)status);
+			  c->path, vu_request_name(req), (unsigned long long)status);
 		return -EIO;
 	}
 	return 0;
@@ -272,7 +134,6 @@ static int vu_set_fd(struct vu_conn *c, uint32_t req, unsigned int index,
 int vu_connect(struct vu_conn *c, const char *path)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = VU_REPLY_TIMEOUT_S };
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	int waited = 0;
@@ -309,9 +170,6 @@ int vu_connect(struct vu_conn *c, const char *path)
 		usleep(50000);
 		waited += 50;
 	}
-	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
-		bench_err("vhost-user %s: SO_RCVTIMEO: %s (replies are waited for without limit)",
-			  path, strerror(errno));
 	if (!getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
 		c->peer = cred.pid;
 	return 0;
@@ -348,9 +206,9 @@ int vu_init(struct vu_conn *c)
 	if (err)
 		return err;
 	if (c->protocol & (1ULL << VU_PROTOCOL_F_CONFIG)) {
-		struct vu_config cfg = { .size = VU_BLK_CONFIG_SIZE };
+		struct vu_config_space cfg = { .size = VU_BLK_CONFIG_SIZE };
 		struct virtio_blk_config blk;
-		uint32_t size = (uint32_t)sizeof(cfg);
+		uint32_t size = VU_CONFIG_HDR_SIZE + VU_BLK_CONFIG_SIZE;
 
 		err = vu_get(c, VU_GET_CONFIG, &cfg, size, &cfg, size);
 		if (err)
@@ -381,7 +239,9 @@ int vu_set_mem_table(struct vu_conn *c, const struct guest_mem *gm, int memfd)
 		},
 	};
 
-	return vu_set(c, VU_SET_MEM_TABLE, &mem, sizeof(mem), &memfd, 1);
+	/* The payload ends after the one region. */
+	return vu_set(c, VU_SET_MEM_TABLE, &mem,
+		      offsetof(struct vu_memory, regions[1]), &memfd, 1);
 }
 
 int vu_setup_vq(struct vu_conn *c, const struct vq *vq)

@@ -14,13 +14,7 @@
 
 #include "guest_mem.h"
 #include "vq.h"
-
-/* Virtio feature bit 30: the back-end speaks protocol features. */
-#define VU_F_PROTOCOL_FEATURES		30
-
-#define VU_PROTOCOL_F_MQ		0
-#define VU_PROTOCOL_F_REPLY_ACK		3
-#define VU_PROTOCOL_F_CONFIG		9
+#include "vu_io.h"
 
 /* The part of virtio_blk_config the tool reads: up to num_queues. */
 #define VU_BLK_CONFIG_SIZE \

@@ -15,18 +15,13 @@
  * ever in this process.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <linux/magic.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/statfs.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -36,261 +31,6 @@
 
 /* A handler's answer: not fatal, but report failure with REPLY_ACK. */
 #define VU_NACK		1
-
-static const char *const vu_names[VU_REQUEST_MAX] = {
-	[VU_GET_FEATURES] = "GET_FEATURES",
-	[VU_SET_FEATURES] = "SET_FEATURES",
-	[VU_SET_OWNER] = "SET_OWNER",
-	[VU_RESET_OWNER] = "RESET_OWNER",
-	[VU_SET_MEM_TABLE] = "SET_MEM_TABLE",
-	[VU_SET_LOG_BASE] = "SET_LOG_BASE",
-	[VU_SET_LOG_FD] = "SET_LOG_FD",
-	[VU_SET_VRING_NUM] = "SET_VRING_NUM",
-	[VU_SET_VRING_ADDR] = "SET_VRING_ADDR",
-	[VU_SET_VRING_BASE] = "SET_VRING_BASE",
-	[VU_GET_VRING_BASE] = "GET_VRING_BASE",
-	[VU_SET_VRING_KICK] = "SET_VRING_KICK",
-	[VU_SET_VRING_CALL] = "SET_VRING_CALL",
-	[VU_SET_VRING_ERR] = "SET_VRING_ERR",
-	[VU_GET_PROTOCOL_FEATURES] = "GET_PROTOCOL_FEATURES",
-	[VU_SET_PROTOCOL_FEATURES] = "SET_PROTOCOL_FEATURES",
-	[VU_GET_QUEUE_NUM] = "GET_QUEUE_NUM",
-	[VU_SET_VRING_ENABLE] = "SET_VRING_ENABLE",
-	[VU_SEND_RARP] = "SEND_RARP",
-	[VU_NET_SET_MTU] = "NET_SET_MTU",
-	[VU_SET_BACKEND_REQ_FD] = "SET_BACKEND_REQ_FD",
-	[VU_IOTLB_MSG] = "IOTLB_MSG",
-	[VU_SET_VRING_ENDIAN] = "SET_VRING_ENDIAN",
-	[VU_GET_CONFIG] = "GET_CONFIG",
-	[VU_SET_CONFIG] = "SET_CONFIG",
-	[VU_CREATE_CRYPTO_SESSION] = "CREATE_CRYPTO_SESSION",
-	[VU_CLOSE_CRYPTO_SESSION] = "CLOSE_CRYPTO_SESSION",
-	[VU_POSTCOPY_ADVISE] = "POSTCOPY_ADVISE",
-	[VU_POSTCOPY_LISTEN] = "POSTCOPY_LISTEN",
-	[VU_POSTCOPY_END] = "POSTCOPY_END",
-	[VU_GET_INFLIGHT_FD] = "GET_INFLIGHT_FD",
-	[VU_SET_INFLIGHT_FD] = "SET_INFLIGHT_FD",
-	[VU_GPU_SET_SOCKET] = "GPU_SET_SOCKET",
-	[VU_RESET_DEVICE] = "RESET_DEVICE",
-	[VU_VRING_KICK] = "VRING_KICK",
-	[VU_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
-	[VU_ADD_MEM_REG] = "ADD_MEM_REG",
-	[VU_REM_MEM_REG] = "REM_MEM_REG",
-	[VU_SET_STATUS] = "SET_STATUS",
-	[VU_GET_STATUS] = "GET_STATUS",
-};
-
-const char *vu_request_name(uint32_t request)
-{
-	static char buf[32];
-
-	if (request < VU_REQUEST_MAX && vu_names[request])
-		return vu_names[request];
-	snprintf(buf, sizeof(buf), "request %" PRIu32, request);
-	return buf;
-}
-
-/* --------------------------------------------------------- message I/O */
-
-static void close_fds(struct vu_msg *m)
-{
-	unsigned int i;
-
-	for (i = 0; i < m->nfds; i++)
-		if (m->fds[i] >= 0)
-			close(m->fds[i]);
-	m->nfds = 0;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * Read exactly len bytes into buf, gathering SCM_RIGHTS descriptors into
- * m.  The first read of a message blocks (the caller saw the socket
- * readable) and starts its deadline, *deadline (CLOCK_MONOTONIC ms, 0
- * until then): the whole message must arrive by then, however the sender
- * spreads its bytes.  1: done; 0: EOF before the first byte; -1: error in
- * err (EOF after some bytes included).
- */
-static int recv_full(int sock, void *buf, size_t len, struct vu_msg *m,
-		     int64_t *deadline, int timeout_ms, const char *what,
-		     char *err, size_t errlen)
-{
-	bool first = !*deadline;
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * VU_MAX_FDS)];
-		struct cmsghdr align;
-	} ctl;
-	size_t got = 0;
-	bool too_many = false;
-
-	while (got < len) {
-		struct iovec iov = {
-			.iov_base = (char *)buf + got, .iov_len = len - got,
-		};
-		struct msghdr mh = {
-			.msg_iov = &iov, .msg_iovlen = 1,
-			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
-		};
-		struct cmsghdr *c;
-		ssize_t n;
-
-		if (!first || got) {
-			struct pollfd pfd = { .fd = sock, .events = POLLIN };
-			int64_t left = *deadline - now_ms();
-			int r = left > 0 ? poll(&pfd, 1, (int)left) : 0;
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0) {
-				snprintf(err, errlen, "poll on the socket: %s",
-					 strerror(errno));
-				return -1;
-			}
-			if (r == 0) {
-				snprintf(err, errlen,
-					 "short %s: %zu of %zu bytes when the message's %d ms were up",
-					 what, got, len, timeout_ms);
-				return -1;
-			}
-		}
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n < 0) {
-			snprintf(err, errlen, "reading the socket: %s",
-				 strerror(errno));
-			return -1;
-		}
-		for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-			size_t i, nfds;
-			int *fds = (int *)CMSG_DATA(c);
-
-			if (c->cmsg_level != SOL_SOCKET ||
-			    c->cmsg_type != SCM_RIGHTS)
-				continue;
-			nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (i = 0; i < nfds; i++) {
-				int fd;
-
-				memcpy(&fd, &fds[i], sizeof(fd));
-				if (m->nfds < VU_MAX_FDS) {
-					m->fds[m->nfds++] = fd;
-				} else {
-					close(fd);
-					too_many = true;
-				}
-			}
-		}
-		if (mh.msg_flags & MSG_CTRUNC)
-			too_many = true;
-		if (too_many) {
-			snprintf(err, errlen,
-				 "more than %d file descriptors with one message",
-				 VU_MAX_FDS);
-			return -1;
-		}
-		if (n == 0) {
-			if (first && !got)
-				return 0;
-			snprintf(err, errlen,
-				 "short %s: connection closed after %zu of %zu bytes",
-				 what, got, len);
-			return -1;
-		}
-		if (!*deadline)
-			*deadline = now_ms() + timeout_ms;
-		got += n;
-	}
-	return 1;
-}
-
-int vu_recv_msg(int sock, struct vu_msg *m, int timeout_ms, char *err,
-		size_t errlen)
-{
-	int64_t deadline = 0;
-	int ret;
-
-	memset(&m->hdr, 0, sizeof(m->hdr));
-	m->nfds = 0;
-	ret = recv_full(sock, &m->hdr, sizeof(m->hdr), m, &deadline,
-			timeout_ms, "header", err, errlen);
-	if (ret <= 0)
-		goto out;
-
-	ret = -1;
-	if ((m->hdr.flags & VU_VERSION_MASK) != VU_VERSION) {
-		snprintf(err, errlen,
-			 "%s: unsupported protocol version %u (flags 0x%x)",
-			 vu_request_name(m->hdr.request),
-			 m->hdr.flags & VU_VERSION_MASK, m->hdr.flags);
-		goto out;
-	}
-	if (m->hdr.flags & VU_REPLY) {
-		snprintf(err, errlen, "%s: a request with the reply flag (flags 0x%x)",
-			 vu_request_name(m->hdr.request), m->hdr.flags);
-		goto out;
-	}
-	if (m->hdr.size > VU_MAX_PAYLOAD) {
-		snprintf(err, errlen,
-			 "%s: payload of %u bytes, larger than any request (%zu)",
-			 vu_request_name(m->hdr.request), m->hdr.size,
-			 VU_MAX_PAYLOAD);
-		goto out;
-	}
-	memset(&m->payload, 0, sizeof(m->payload));
-	if (m->hdr.size)
-		ret = recv_full(sock, &m->payload, m->hdr.size, m, &deadline,
-				timeout_ms, "payload", err, errlen);
-	else
-		ret = 1;
-	if (ret == 0) {
-		snprintf(err, errlen, "%s: connection closed before the payload",
-			 vu_request_name(m->hdr.request));
-		ret = -1;
-	}
-out:
-	if (ret <= 0)
-		close_fds(m);
-	return ret;
-}
-
-int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload)
-{
-	struct iovec iov[2] = {
-		{ .iov_base = (void *)hdr, .iov_len = sizeof(*hdr) },
-		{ .iov_base = (void *)payload, .iov_len = hdr->size },
-	};
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = hdr->size ? 2 : 1 };
-	size_t left = sizeof(*hdr) + hdr->size;
-
-	while (left) {
-		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		left -= n;
-		/* Skip what went out. */
-		while (mh.msg_iovlen && (size_t)n >= mh.msg_iov->iov_len) {
-			n -= mh.msg_iov->iov_len;
-			mh.msg_iov++;
-			mh.msg_iovlen--;
-		}
-		if (mh.msg_iovlen) {
-			mh.msg_iov->iov_base = (char *)mh.msg_iov->iov_base + n;
-			mh.msg_iov->iov_len -= n;
-		}
-	}
-	return 0;
-}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -1112,7 +852,7 @@ int vu_session_config_changed(struct vu_session *s)
 			 (unsigned long long)le64toh(cfg.capacity));
 		return -ENOTCONN;
 	}
-	ret = vu_send_msg(s->backend_fd, &h, NULL);
+	ret = vu_send_msg(s->backend_fd, &h, NULL, NULL, 0);
 	if (ret) {
 		vbb_warn("sending CONFIG_CHANGE_MSG to the frontend: %s",
 			 strerror(-ret));
@@ -1258,7 +998,9 @@ int vu_session_handle(struct vu_session *s)
 	bool need_reply;
 	int ret, sret;
 
-	ret = vu_recv_msg(s->sock, &m, s->p->msg_timeout_ms, err, sizeof(err));
+	/* The caller saw the socket readable: the first byte is there. */
+	ret = vu_recv_msg(s->sock, &m, VU_RECV_REQUEST, VU_WAIT_FOREVER,
+			  s->p->msg_timeout_ms, err, sizeof(err));
 	if (ret == 0) {
 		vbb_info("frontend disconnected after %u messages", s->msgs);
 		return 1;
@@ -1277,9 +1019,9 @@ int vu_session_handle(struct vu_session *s)
 	if (m.hdr.request < VU_REQUEST_MAX && vu_handlers[m.hdr.request].fn)
 		h = &vu_handlers[m.hdr.request];
 	if (!h) {
-		if (m.hdr.request < VU_REQUEST_MAX && vu_names[m.hdr.request])
+		if (vu_request_known(m.hdr.request))
 			vbb_err("%s (%u): not supported (never offered)",
-				vu_names[m.hdr.request], m.hdr.request);
+				vu_request_name(m.hdr.request), m.hdr.request);
 		else
 			vbb_err("unknown request %u", m.hdr.request);
 		ret = -EOPNOTSUPP;
@@ -1291,7 +1033,7 @@ int vu_session_handle(struct vu_session *s)
 			ret = sync_backend(s);
 	}
 	/* The module holds its own references to whatever it was given. */
-	close_fds(&m);
+	vu_msg_close_fds(&m);
 
 	sret = 0;
 	if (h && h->reply) {
@@ -1303,7 +1045,7 @@ int vu_session_handle(struct vu_session *s)
 		};
 
 		if (!ret)
-			sret = vu_send_msg(s->sock, &hdr, &r.payload);
+			sret = vu_send_msg(s->sock, &hdr, &r.payload, NULL, 0);
 	} else if (need_reply) {
 		/* REPLY_ACK: 0 for success, else non-zero. */
 		struct vu_hdr hdr = {
@@ -1313,7 +1055,7 @@ int vu_session_handle(struct vu_session *s)
 		};
 		uint64_t ack = ret < 0 ? (uint64_t)-ret : ret ? EPERM : 0;
 
-		sret = vu_send_msg(s->sock, &hdr, &ack);
+		sret = vu_send_msg(s->sock, &hdr, &ack, NULL, 0);
 	}
 	if (sret) {
 		vbb_err("%s: sending the reply: %s",

@@ -237,42 +237,21 @@ static void env_fini(struct env *e)
 	}
 }
 
-static int send_raw(int sock, const void *buf, size_t len, const int *fds,
-		    unsigned int nfds)
+/* Raw bytes, part of a message: for the framing's error paths. */
+static int send_raw(int sock, const void *buf, size_t len)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 16)];
-		struct cmsghdr align;
-	} ctl;
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+	return vu_sendv(sock, &iov, 1, NULL, 0);
 }
 
 static int send_msg(struct env *e, uint32_t req, uint32_t flags,
 		    const void *payload, uint32_t size, const int *fds,
 		    unsigned int nfds)
 {
-	uint8_t buf[sizeof(struct vu_hdr) + 1024];
 	struct vu_hdr h = { .request = req, .flags = flags, .size = size };
 
-	memcpy(buf, &h, sizeof(h));
-	if (size)
-		memcpy(buf + sizeof(h), payload, size);
-	return send_raw(e->fe, buf, sizeof(h) + size, fds, nfds);
+	return vu_send_msg(e->fe, &h, payload, fds, nfds);
 }
 
 /* Send one request and let the bridge handle it. */
@@ -1176,7 +1155,7 @@ static void t_short_header(struct env *e)
 	uint8_t b[5] = { 1, 0, 0, 0, 1 };
 	int ret;
 
-	send_raw(e->fe, b, sizeof(b), NULL, 0);
+	send_raw(e->fe, b, sizeof(b));
 	shutdown(e->fe, SHUT_WR);
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
@@ -1189,7 +1168,7 @@ static void t_short_header_stall(struct env *e)
 	uint8_t b[5] = { 1, 0, 0, 0, 1 };
 	int ret;
 
-	send_raw(e->fe, b, sizeof(b), NULL, 0);
+	send_raw(e->fe, b, sizeof(b));
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
 	CHECK(log_has("short header: 5 of 12 bytes when the message's 200 ms were up"),
@@ -1236,8 +1215,8 @@ static void t_short_payload(struct env *e)
 	struct vu_hdr h = { VU_SET_FEATURES, VU_VERSION, 8 };
 	int ret;
 
-	send_raw(e->fe, &h, sizeof(h), NULL, 0);
-	send_raw(e->fe, "abc", 3, NULL, 0);
+	send_raw(e->fe, &h, sizeof(h));
+	send_raw(e->fe, "abc", 3);
 	shutdown(e->fe, SHUT_WR);
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
@@ -1260,7 +1239,7 @@ static void t_oversize(struct env *e)
 	struct vu_hdr h = { VU_SET_MEM_TABLE, VU_VERSION, 1u << 20 };
 	int ret;
 
-	send_raw(e->fe, &h, sizeof(h), NULL, 0);
+	send_raw(e->fe, &h, sizeof(h));
 	ret = vu_session_handle(&e->s);
 	CHECK(ret == -1, "handle: %d", ret);
 	CHECK(log_has("larger than any request"), "no clear error");
@@ -1320,6 +1299,167 @@ static void t_kick_nofd_flag(struct env *e)
 
 	CHECK(ret == -1, "handle: %d", ret);
 	CHECK(log_has("polling"), "no clear error");
+}
+
+/* Whether descriptors @a and @b refer to the same open file. */
+static bool same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return !fstat(a, &sa) && !fstat(b, &sb) && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/*
+ * The shared framing itself (tools/lib/vhost-user/vu_io.c), on a
+ * socketpair of its own: a request with a payload and 2 descriptors, its
+ * reply, the reply flag checked both ways, a silent peer, then EOF.
+ */
+static void t_framing_roundtrip(struct env *e)
+{
+	struct vu_mem_reg reg = {
+		.region = {
+			.guest_phys_addr = GPA1, .memory_size = REGION_BYTES,
+			.userspace_addr = FE_UVA1, .mmap_offset = 0x3000,
+		},
+	};
+	struct vu_hdr h = {
+		.request = VU_ADD_MEM_REG, .flags = VU_VERSION | VU_NEED_REPLY,
+		.size = sizeof(reg),
+	};
+	struct vu_hdr rh = {
+		.request = VU_ADD_MEM_REG, .flags = VU_REPLY_FLAGS, .size = 8,
+	};
+	int fds[2] = { e->memfd, e->kick[1] }, sv[2], ret;
+	uint64_t ack = 0x1122334455667788ULL;
+	struct vu_msg m;
+	char err[256] = "";
+	unsigned int i;
+
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+	      "socketpair: %s", strerror(errno));
+	CHECK(vu_send_msg(sv[0], &h, &reg, fds, 2) == 0, "send");
+	ret = vu_recv_msg(sv[1], &m, VU_RECV_REQUEST, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == 1, "receive: %d (%s)", ret, err);
+	CHECK(!memcmp(&m.hdr, &h, sizeof(h)), "header: %u 0x%x %u",
+	      m.hdr.request, m.hdr.flags, m.hdr.size);
+	CHECK(!memcmp(&m.payload.mem_reg, &reg, sizeof(reg)),
+	      "payload: guest 0x%llx size 0x%llx user 0x%llx offset 0x%llx",
+	      (unsigned long long)m.payload.mem_reg.region.guest_phys_addr,
+	      (unsigned long long)m.payload.mem_reg.region.memory_size,
+	      (unsigned long long)m.payload.mem_reg.region.userspace_addr,
+	      (unsigned long long)m.payload.mem_reg.region.mmap_offset);
+	CHECK(m.nfds == 2, "%u fds", m.nfds);
+	for (i = 0; i < m.nfds && i < 2; i++) {
+		CHECK(m.fds[i] != fds[i] && same_file(m.fds[i], fds[i]),
+		      "fd %u: %d is not a new descriptor of %d's file", i,
+		      m.fds[i], fds[i]);
+		CHECK(fcntl(m.fds[i], F_GETFD) == FD_CLOEXEC,
+		      "fd %u not close-on-exec", i);
+	}
+	vu_msg_close_fds(&m);
+	CHECK(m.nfds == 0, "%u fds after closing", m.nfds);
+
+	/* The reply, back the other way. */
+	CHECK(vu_send_msg(sv[1], &rh, &ack, NULL, 0) == 0, "send the reply");
+	ret = vu_recv_msg(sv[0], &m, VU_RECV_REPLY, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == 1 && m.hdr.flags == VU_REPLY_FLAGS && m.hdr.size == 8 &&
+	      m.payload.u64 == ack && m.nfds == 0,
+	      "reply: %d (%s), flags 0x%x size %u value 0x%llx fds %u", ret,
+	      err, m.hdr.flags, m.hdr.size, (unsigned long long)m.payload.u64,
+	      m.nfds);
+
+	/* A reply where a request is due, and the other way round. */
+	CHECK(vu_send_msg(sv[1], &rh, &ack, NULL, 0) == 0, "send");
+	ret = vu_recv_msg(sv[0], &m, VU_RECV_REQUEST, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == -1 && strstr(err, "a request with the reply flag"),
+	      "a reply taken for a request: %d (%s)", ret, err);
+	h.size = 0;
+	CHECK(vu_send_msg(sv[0], &h, NULL, NULL, 0) == 0, "send");
+	ret = vu_recv_msg(sv[1], &m, VU_RECV_REPLY, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == -1 && strstr(err, "a reply without the reply flag"),
+	      "a request taken for a reply: %d (%s)", ret, err);
+
+	/* Nothing within the wait; then EOF between messages. */
+	ret = vu_recv_msg(sv[1], &m, VU_RECV_REQUEST, 50, 1000, err,
+			  sizeof(err));
+	CHECK(ret == -1 && strstr(err, "no message within 50 ms"),
+	      "a silent peer: %d (%s)", ret, err);
+	shutdown(sv[0], SHUT_WR);
+	ret = vu_recv_msg(sv[1], &m, VU_RECV_REQUEST, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == 0 && m.nfds == 0, "EOF: %d (%s)", ret, err);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/*
+ * The framing's descriptor limit: VU_MAX_FDS descriptors come through;
+ * one more and the message is refused with every one of them closed, be
+ * they sent with its first byte (the kernel drops what does not fit) or
+ * spread over its header and payload (the reader closes the surplus).
+ */
+static void t_framing_fd_limit(struct env *e)
+{
+	struct vu_hdr h = {
+		.request = VU_SET_VRING_CALL, .flags = VU_VERSION, .size = 8,
+	};
+	int fds[VU_MAX_FDS + 1], sv[2], before, ret, i;
+	struct iovec iov;
+	uint64_t v = 0;
+	struct vu_msg m;
+	char err[256] = "";
+
+	(void)e;
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+	      "socketpair: %s", strerror(errno));
+	for (i = 0; i < VU_MAX_FDS + 1; i++)
+		fds[i] = eventfd(0, EFD_CLOEXEC);
+	before = count_fds();
+
+	CHECK(vu_send_msg(sv[0], &h, &v, fds, VU_MAX_FDS) == 0, "send");
+	ret = vu_recv_msg(sv[1], &m, VU_RECV_REQUEST, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == 1 && m.nfds == VU_MAX_FDS, "%d fds: %d (%s), %u received",
+	      VU_MAX_FDS, ret, err, m.nfds);
+	for (i = 0; i < (int)m.nfds; i++)
+		CHECK(same_file(m.fds[i], fds[i]), "fd %d: another file", i);
+	vu_msg_close_fds(&m);
+	CHECK(count_fds() == before, "leaked %d fds", count_fds() - before);
+
+	CHECK(vu_send_msg(sv[0], &h, &v, fds, VU_MAX_FDS + 1) == 0, "send");
+	ret = vu_recv_msg(sv[1], &m, VU_RECV_REQUEST, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == -1 && strstr(err, "more than 8 file descriptors"),
+	      "%d fds: %d (%s)", VU_MAX_FDS + 1, ret, err);
+	CHECK(m.nfds == 0, "%u fds left in the message", m.nfds);
+	CHECK(count_fds() == before, "leaked %d fds", count_fds() - before);
+
+	/* 5 with the header, 4 with the payload, on a new connection. */
+	close(sv[0]);
+	close(sv[1]);
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+	      "socketpair: %s", strerror(errno));
+	iov = (struct iovec){ .iov_base = &h, .iov_len = sizeof(h) };
+	CHECK(vu_sendv(sv[0], &iov, 1, fds, 5) == 0, "send the header");
+	iov = (struct iovec){ .iov_base = &v, .iov_len = sizeof(v) };
+	CHECK(vu_sendv(sv[0], &iov, 1, fds + 5, VU_MAX_FDS - 4) == 0,
+	      "send the payload");
+	ret = vu_recv_msg(sv[1], &m, VU_RECV_REQUEST, 1000, 1000, err,
+			  sizeof(err));
+	CHECK(ret == -1 && strstr(err, "more than 8 file descriptors"),
+	      "5 + %d fds: %d (%s)", VU_MAX_FDS - 4, ret, err);
+	CHECK(m.nfds == 0, "%u fds left in the message", m.nfds);
+	CHECK(count_fds() == before, "leaked %d fds", count_fds() - before);
+
+	for (i = 0; i < VU_MAX_FDS + 1; i++)
+		close(fds[i]);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 static void t_too_many_fds(struct env *e)
@@ -2147,6 +2287,8 @@ static const struct test tests[] = {
 	{ "a request with the reply flag", t_reply_flag_in_request, false },
 	{ "SET_VRING_KICK without its fd", t_kick_missing_fd, false },
 	{ "SET_VRING_KICK in polling mode (no fd flag)", t_kick_nofd_flag, false },
+	{ "framing: a message, 2 fds and a reply through vu_send_msg / vu_recv_msg", t_framing_roundtrip, false },
+	{ "framing: 8 fds come through, 9 (at once or spread) are refused and closed", t_framing_fd_limit, false },
 	{ "9 fds in one message, none leaked", t_too_many_fds, false },
 	{ "2 fds on SET_VRING_KICK, none leaked", t_two_fds_on_kick, false },
 	{ "an fd on a request that takes none", t_fd_on_plain_request, false },
