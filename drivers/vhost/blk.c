@@ -20,9 +20,11 @@
  * Everything in a vhost_blk_vq (the backend pointer of
  * vhost_vq_get_backend(), the done_list consumer, the serial, the
  * counters, the bounce budget and the polling state) is under that vq's
- * mutex.  vhost_blk.sync_lock, a spinlock taken last and around nothing
- * else, guards the sync task's list.  I/O completion, which may run in
- * IRQ context, touches only atomics, llists and vhost_vq_work_queue().
+ * mutex, and so are the ring's polled requests (vhost_blk_vq.polled).
+ * vhost_blk.sync_lock, a spinlock taken last and around nothing else,
+ * guards the sync task's list.  I/O completion, which may run in IRQ
+ * context (or in whoever polls a polled bio), touches only atomics,
+ * llists and vhost_vq_work_queue().
  * Functions that rely on a lock say so with lockdep_assert_held().
  */
 #include <linux/bio.h>
@@ -135,6 +137,12 @@ struct vhost_blk_vq {
 	u32 poll_shrink;
 	u64 poll_window_ns;
 	u64 idle_since_ns;
+	/* Completion polling (VHOST_BLK_POLL_COMPLETIONS): vhost_blk_reap(). */
+	bool poll_completions;
+	/* Requests with a polled bio, from submission to vhost_blk_req_free(). */
+	struct list_head polled;
+	/* Polls them while the ring is not busy-polled. */
+	struct vhost_work reap_work;
 	struct vhost_blk_vring_stats stats;
 };
 
@@ -195,6 +203,9 @@ struct vhost_blk_req {
 	unsigned int log_num;
 	struct kiocb iocb;
 	struct list_head sync_node;	/* on vhost_blk.sync_list */
+	/* Its one bio, if submitted REQ_POLLED: a reference of ours. */
+	struct bio *poll_bio;
+	struct list_head poll_node;	/* on vhost_blk_vq.polled */
 };
 
 static struct kmem_cache *vhost_blk_req_cache;
@@ -256,6 +267,10 @@ static void vhost_blk_free_bounce(struct vhost_blk_req *req)
 static void vhost_blk_req_free(struct vhost_blk_req *req)
 {
 	vhost_blk_free_bounce(req);
+	if (req->poll_bio) {
+		list_del(&req->poll_node);
+		bio_put(req->poll_bio);
+	}
 	kfree(req->log);
 	kfree(req->segs);
 	kfree(req->iov);
@@ -298,7 +313,11 @@ static void vhost_blk_bio_end_io(struct bio *bio)
 {
 	struct vhost_blk_req *req = bio->bi_private;
 
-	if (bio->bi_status == BLK_STS_NOTSUPP)
+	/*
+	 * A polled bio is refused so by a device that lost its poll queues
+	 * since the check: the request is supported, the I/O failed.
+	 */
+	if (bio->bi_status == BLK_STS_NOTSUPP && !(bio->bi_opf & REQ_POLLED))
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_UNSUPP);
 	else if (bio->bi_status)
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
@@ -572,6 +591,51 @@ static void vhost_blk_submit_flush(struct vhost_blk_req *req)
 	submit_bio(bio);
 }
 
+static u64 vhost_blk_poll_window(struct vhost_blk_vq *bvq)
+{
+	if (bvq->poll_adaptive)
+		return bvq->poll_window_ns;
+	return (u64)bvq->vq.busyloop_timeout * NSEC_PER_USEC;
+}
+
+/*
+ * Whether a read or write of @bvq goes to @be with REQ_POLLED: the queue
+ * asked for it, its ring is being busy-polled (its worker is there to
+ * reap), and the backend is a device that takes polled bios.  A queue
+ * that asked and cannot have it counts a fallback.
+ */
+static bool vhost_blk_want_polled(struct vhost_blk_vq *bvq,
+				  struct vhost_blk_backend *be)
+{
+	lockdep_assert_held(&bvq->vq.mutex);
+	if (!bvq->poll_completions)
+		return false;
+	if (be->bdev && vhost_blk_poll_window(bvq) &&
+	    vhost_blk_bdev_can_poll(be->bdev))
+		return true;
+	bvq->stats.poll_fallbacks++;
+	return false;
+}
+
+/*
+ * Submit @bio with REQ_POLLED, to be reaped by vhost_blk_reap().  Not
+ * REQ_NOWAIT: a bio ended with BLK_STS_AGAIN would have to be sent again.
+ * The reference taken here keeps the bio for vhost_blk_reap() until
+ * vhost_blk_req_free().
+ */
+static void vhost_blk_bio_set_polled(struct vhost_blk_req *req,
+				     struct bio *bio)
+{
+	struct vhost_blk_vq *bvq = req->bvq;
+
+	lockdep_assert_held(&bvq->vq.mutex);
+	bio->bi_opf |= REQ_POLLED;
+	bio_get(bio);
+	req->poll_bio = bio;
+	list_add_tail(&req->poll_node, &bvq->polled);
+	bvq->stats.polled_bios++;
+}
+
 /*
  * A read or write on a block device: bios built straight on the pages
  * @iter describes, as block device direct I/O builds them
@@ -580,9 +644,12 @@ static void vhost_blk_submit_flush(struct vhost_blk_req *req)
  * background writeback, and REQ_FUA when the fd asks for durability.
  * Measured against sending them through blkdev_write_iter() (see
  * benchmark.rst), they cost less CPU per request for the same result.
+ * With @polled, a request that fits in one bio has it polled, as block
+ * device direct I/O polls only then (__blkdev_direct_IO_async()).
  */
 static void vhost_blk_submit_bio(struct vhost_blk_req *req,
-				 struct iov_iter *iter, blk_opf_t opf)
+				 struct iov_iter *iter, blk_opf_t opf,
+				 bool polled)
 {
 	struct block_device *bdev = req->be->bdev;
 	sector_t sector = req->sector;
@@ -603,6 +670,13 @@ static void vhost_blk_submit_bio(struct vhost_blk_req *req,
 		}
 		if (req->dirty)
 			vhost_blk_bio_set_pages_dirty(bio);
+		if (polled) {
+			if (!iov_iter_count(iter))
+				vhost_blk_bio_set_polled(req, bio);
+			else
+				req->bvq->stats.poll_fallbacks++;
+			polled = false;
+		}
 		sector += bio->bi_iter.bi_size >> SECTOR_SHIFT;
 		atomic_inc(&req->pending);
 		submit_bio(bio);
@@ -701,6 +775,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	bool write = req->type == VIRTIO_BLK_T_OUT;
 	struct iov_iter *iter = &req->iter;
 	struct iov_iter bounce_iter;
+	bool polled;
 	blk_opf_t opf;
 	int ret;
 
@@ -736,6 +811,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 		req->dirty = !write;
 	}
 
+	polled = vhost_blk_want_polled(req->bvq, be);
 	if (!be->bdev) {
 		vhost_blk_submit_kiocb(req, iter, write);
 		return 0;
@@ -749,7 +825,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	if (write)
 		opf = REQ_OP_WRITE | REQ_SYNC | REQ_IDLE |
 		      (vhost_blk_dsync(be) ? REQ_FUA : 0);
-	vhost_blk_submit_bio(req, iter, opf);
+	vhost_blk_submit_bio(req, iter, opf, polled);
 	return 0;
 }
 
@@ -1287,11 +1363,58 @@ static void vhost_blk_poll_adapt(struct vhost_blk_vq *bvq, u64 block_ns)
 	bvq->poll_window_ns = min(window, max_ns);
 }
 
-static u64 vhost_blk_poll_window(struct vhost_blk_vq *bvq)
+/*
+ * Poll for the completions of this ring's polled bios, each in flight
+ * once, but one right after another of the same hardware queue: a poll
+ * reaps every completion of its queue.  They end here, in
+ * vhost_blk_bio_end_io(), which queues done_work as an interrupt would.
+ * Returns whether any of them was still in flight.
+ *
+ * Polling a bio needs it not freed meanwhile.  Each request on ->polled
+ * holds a reference on its polled bio from before submit_bio() until
+ * vhost_blk_req_free(), which runs under vq->mutex, held here: so the
+ * bio's end_io, run meanwhile by another task polling the same hardware
+ * queue or by an interrupt (the block layer clears REQ_POLLED of a bio it
+ * splits), cannot free it under bio_poll().  Its block device outlives
+ * it: the backend's file is put only after vhost_blk_drain().
+ */
+static bool vhost_blk_reap(struct vhost_blk_vq *bvq)
 {
-	if (bvq->poll_adaptive)
-		return bvq->poll_window_ns;
-	return (u64)bvq->vq.busyloop_timeout * NSEC_PER_USEC;
+	blk_qc_t cookie, last = BLK_QC_T_NONE;
+	struct vhost_blk_req *req;
+	bool busy = false;
+
+	lockdep_assert_held(&bvq->vq.mutex);
+	list_for_each_entry(req, &bvq->polled, poll_node) {
+		/* Ended: waiting in done_list to be answered. */
+		if (!atomic_read(&req->pending))
+			continue;
+		busy = true;
+		/* Not dispatched yet, or merged into another's request. */
+		cookie = READ_ONCE(req->poll_bio->bi_cookie);
+		if (cookie == BLK_QC_T_NONE || cookie == last)
+			continue;
+		last = cookie;
+		if (bio_poll(req->poll_bio, NULL, BLK_POLL_ONESHOT) > 0)
+			bvq->stats.poll_reaped++;
+	}
+	return busy;
+}
+
+/*
+ * The ring is not busy-polled any more, but its polled bios raise no
+ * interrupt: poll them, a pass per run, until none is in flight.
+ */
+static void vhost_blk_reap_work(struct vhost_work *work)
+{
+	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
+						reap_work);
+	struct vhost_virtqueue *vq = &bvq->vq;
+
+	mutex_lock(&vq->mutex);
+	if (vhost_blk_reap(bvq))
+		vhost_vq_work_queue(vq, &bvq->reap_work);
+	mutex_unlock(&vq->mutex);
 }
 
 /*
@@ -1300,7 +1423,9 @@ static u64 vhost_blk_poll_window(struct vhost_blk_vq *bvq)
  * the worker has other work (completions included), the scheduler wants
  * the CPU or a signal is pending.  The caller requeues itself for the
  * first two, and the window still counts from idle_since_ns afterwards,
- * so the total time polled per idle period stays bounded.
+ * so the total time polled per idle period stays bounded.  Meanwhile the
+ * ring's polled bios are reaped: their completions queue done_work, and
+ * end the poll as an interrupt's would.
  */
 static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
 {
@@ -1340,6 +1465,8 @@ static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
 			outcome = VHOST_BLK_POLL_TIMEOUT;
 			break;
 		}
+		if (!list_empty(&bvq->polled))
+			vhost_blk_reap(bvq);
 		cpu_relax();
 	}
 	now = local_clock();
@@ -1464,6 +1591,12 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	/* Requests answered without I/O: one notification for all. */
 	if (vq->last_used_idx != used)
 		vhost_blk_signal(bvq);
+	/*
+	 * A run that does not come back leaves its polled bios to
+	 * reap_work: nothing else would end them.
+	 */
+	if (!bvq->requeued && !list_empty(&bvq->polled))
+		vhost_vq_work_queue(vq, &bvq->reap_work);
 out:
 	mutex_unlock(&vq->mutex);
 }
@@ -1564,6 +1697,30 @@ static void vhost_blk_stop_vqs(struct vhost_blk *blk)
 }
 
 /*
+ * Poll every ring's polled bios until none is in flight.  The rings must
+ * already be stopped, so that no new one is submitted.  The worker may
+ * not poll them any more: its owner may be dead.
+ */
+static void vhost_blk_reap_all(struct vhost_blk *blk)
+{
+	struct vhost_blk_vq *bvq;
+	bool busy;
+	int i;
+
+	lockdep_assert_held(&blk->dev.mutex);
+	do {
+		busy = false;
+		for (i = 0; i < blk->dev.nvqs; i++) {
+			bvq = &blk->vqs[i];
+			mutex_lock(&bvq->vq.mutex);
+			busy |= vhost_blk_reap(bvq);
+			mutex_unlock(&bvq->vq.mutex);
+		}
+		cond_resched();
+	} while (busy);
+}
+
+/*
  * Wait for every submitted request to end and be answered.  The rings must
  * already be stopped.  If the owner's worker was killed, its completions
  * can no longer reach the guest: free them without touching its memory.
@@ -1577,6 +1734,8 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 
 	lockdep_assert_held(&blk->dev.mutex);
 
+	/* Polled bios end only when polled. */
+	vhost_blk_reap_all(blk);
 	/* Pairs with atomic_dec_and_test() in vhost_blk_req_put(). */
 	wait_var_event(&blk->inflight, !atomic_read(&blk->inflight));
 	vhost_dev_flush(&blk->dev);
@@ -1808,7 +1967,8 @@ static long vhost_blk_set_vring_poll(struct vhost_blk *blk,
 	if (copy_from_user(&poll, argp, sizeof(poll)))
 		return -EFAULT;
 	bvq = vhost_blk_get_bvq(blk, poll.index);
-	if (!bvq || (poll.flags & ~VHOST_BLK_POLL_ADAPTIVE))
+	if (!bvq || (poll.flags & ~(VHOST_BLK_POLL_ADAPTIVE |
+				    VHOST_BLK_POLL_COMPLETIONS)))
 		return -EINVAL;
 
 	mutex_lock(&blk->dev.mutex);
@@ -1816,6 +1976,9 @@ static long vhost_blk_set_vring_poll(struct vhost_blk *blk,
 	if (!ret) {
 		mutex_lock(&bvq->vq.mutex);
 		bvq->poll_adaptive = poll.flags & VHOST_BLK_POLL_ADAPTIVE;
+		/* Bios already polled are reaped all the same. */
+		bvq->poll_completions = poll.flags &
+					VHOST_BLK_POLL_COMPLETIONS;
 		bvq->poll_grow = poll.grow ? poll.grow : 2;
 		bvq->poll_shrink = poll.shrink;
 		bvq->poll_window_ns = 0;
@@ -2051,6 +2214,8 @@ static int vhost_blk_init_vqs(struct vhost_blk *blk, unsigned int nvqs)
 		blk->vqs[i].vq.handle_kick = vhost_blk_handle_kick;
 		init_llist_head(&blk->vqs[i].done_list);
 		vhost_work_init(&blk->vqs[i].done_work, vhost_blk_done_work);
+		INIT_LIST_HEAD(&blk->vqs[i].polled);
+		vhost_work_init(&blk->vqs[i].reap_work, vhost_blk_reap_work);
 	}
 	vhost_dev_init(&blk->dev, vqs, nvqs, UIO_MAXIOV, VHOST_BLK_WEIGHT,
 		       VHOST_BLK_BYTE_WEIGHT, true, NULL);

@@ -17,7 +17,11 @@
  * - file_bdev();
  * - vhost_blk_eventfd_signal(), as eventfd_signal() lost its count in 6.8;
  * - vhost_blk_bio_set_pages_dirty() and vhost_blk_bio_check_pages_dirty(),
- *   as 6.1 does not export the block layer's own to modules.
+ *   as 6.1 does not export the block layer's own to modules;
+ * - vhost_blk_bdev_can_poll(), as 6.1 keeps "this queue polls" in a
+ *   queue flag (QUEUE_FLAG_POLL), 6.12 in its limits (BLK_FEAT_POLL).
+ *   bio_poll() is the same call on both, and on both enters the queue
+ *   without waiting for a freeze to end (Debian's 6.1 has the fix).
  *
  * Per-queue workers (VHOST_NEW_WORKER and its kin) do not exist on 6.1:
  * vhost_blk_worker_ioctl() then answers ENOTTY, as the 6.1 vhost core
@@ -31,11 +35,26 @@
 #ifndef _VHOST_BLK_COMPAT_H
 #define _VHOST_BLK_COMPAT_H
 
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
 #include <linux/eventfd.h>
 
 #ifndef VHOST_BLK_COMPAT_6_1
 
 #include <linux/sched/vhost_task.h>
+
+/*
+ * Whether @bdev takes REQ_POLLED bios: a blk-mq device with poll queues,
+ * as blk_mq_can_poll() says; blk_mq_submit_bio() fails a polled bio with
+ * BLK_STS_NOTSUPP on any other.
+ */
+static inline bool vhost_blk_bdev_can_poll(struct block_device *bdev)
+{
+	struct request_queue *q = bdev_get_queue(bdev);
+
+	return queue_is_mq(q) && (q->limits.features & BLK_FEAT_POLL) &&
+	       READ_ONCE(q->tag_set->map[HCTX_TYPE_POLL].nr_queues);
+}
 
 static inline void vhost_blk_eventfd_signal(struct eventfd_ctx *ctx)
 {
@@ -96,6 +115,18 @@ static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
 {
 	lockdep_assert_held(&dev->mutex);
 	return -ENOIOCTLCMD;
+}
+
+/*
+ * Whether @bdev polls REQ_POLLED bios: a blk-mq device with poll queues
+ * (6.1 sets QUEUE_FLAG_POLL only then; submit_bio_noacct() clears
+ * REQ_POLLED on any other queue, whose bios then raise interrupts).
+ */
+static inline bool vhost_blk_bdev_can_poll(struct block_device *bdev)
+{
+	struct request_queue *q = bdev_get_queue(bdev);
+
+	return queue_is_mq(q) && test_bit(QUEUE_FLAG_POLL, &q->queue_flags);
 }
 
 /* One worker per device on 6.1: every ring's work goes to it. */

@@ -147,6 +147,16 @@ struct vhost_blk_vring_stats {
 	 * guest's used ring is not writable): never returned to the guest.
 	 */
 	__u64 used_errors;
+	/*
+	 * Completion polling (VHOST_BLK_POLL_COMPLETIONS): bios submitted
+	 * with REQ_POLLED; bio_poll() calls that found at least one
+	 * completion; and reads and writes of a queue with the flag whose
+	 * bios went without REQ_POLLED, to complete by interrupt (see
+	 * VHOST_BLK_SET_VRING_POLL for when).
+	 */
+	__u64 polled_bios;
+	__u64 poll_reaped;
+	__u64 poll_fallbacks;
 };
 
 /* The header: argsz, index, flags, reserved. */
@@ -172,6 +182,18 @@ struct vhost_blk_vring_stats {
  * grows by @grow when a longer poll would have caught the next request and
  * shrinks by @shrink (0: back to nothing) when the ring stays idle past the
  * ceiling, as QEMU's poll-max-ns / poll-grow / poll-shrink do.
+ *
+ * With VHOST_BLK_POLL_COMPLETIONS the worker also polls for the
+ * completions of the queue's reads and writes instead of waiting for the
+ * device's interrupt, as io_uring's IOPOLL does: while the ring is being
+ * busy-polled (its window, fixed or adaptive, is not 0) and the backend
+ * is a blk-mq block device with poll queues, a read or write that fits in
+ * one bio is submitted with REQ_POLLED and reaped with bio_poll() by the
+ * worker, in its busy-poll loop and, past the window, until it completes.
+ * Every other read or write of the queue completes by interrupt, and is
+ * counted in poll_fallbacks: a file backend, a device without poll
+ * queues, a window of 0 (polling off), a request that needs more than one
+ * bio.  The results are the same either way.
  */
 struct vhost_blk_vring_poll {
 	__u32 index;			/* the queue */
@@ -180,9 +202,13 @@ struct vhost_blk_vring_poll {
 	__u32 shrink;			/* 0: reset the window to 0 */
 };
 
-#define VHOST_BLK_POLL_ADAPTIVE	(1U << 0)
+#define VHOST_BLK_POLL_ADAPTIVE		(1U << 0)
+#define VHOST_BLK_POLL_COMPLETIONS	(1U << 1)
 
-/* VHOST_BLK_SET_VRING_POLL - set the polling mode of queue @index. */
+/*
+ * VHOST_BLK_SET_VRING_POLL - set the polling mode of queue @index.  EINVAL
+ * for a queue out of range or an unknown flag.
+ */
 #define VHOST_BLK_SET_VRING_POLL \
 	_IOW(VHOST_VIRTIO, 0xFC, struct vhost_blk_vring_poll)
 
