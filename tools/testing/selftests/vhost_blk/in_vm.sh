@@ -10,8 +10,9 @@
 #   ext4    a raw image file on ext4, on a loop device
 #
 # leaving one TAP file per program and backend, BACKEND.PROGRAM.tap, in
-# $VHOST_BLK_VM_OUT.  A backend that cannot be set up leaves
-# BACKEND.setup.tap with one failed test instead.  Then the hostile-guest
+# $VHOST_BLK_VM_OUT; and vhost_blk_cpoll_test, which makes its own
+# backends, once (cpoll.vhost_blk_cpoll_test.tap).  A backend that cannot
+# be set up leaves BACKEND.setup.tap with one failed test instead.  Then the hostile-guest
 # suite (hostile.tap) and, on the stock kernel, the benchmark smoke run
 # and the perf check.
 #
@@ -260,6 +261,16 @@ fi
 for name in brd nullb ext4; do
 	[ -z "${devs[$name]:-}" ] || run_backend "$name" "${devs[$name]}"
 done
+
+# Completion polling brings its own backends (null_blk devices with and
+# without poll queues, a scratch file): run once, as cpoll.
+if [ "$hostile_only" = 0 ]; then
+	tap=$out/${prefix}cpoll.vhost_blk_cpoll_test.tap
+	"$bindir/vhost_blk_cpoll_test" >"$tap" 2>&1
+	totals=$(sed -n 's/^# Totals: //p' "$tap")
+	note "cpoll vhost_blk_cpoll_test: ${totals:-no totals, see $tap}"
+	grep '^not ok ' "$tap" | sed 's/^/in_vm:   /'
+fi
 
 # The hostile-guest suite: the malformed-request contract, the seeded
 # fuzzer (by default 100,000 requests over the backends) and the stress

@@ -128,7 +128,7 @@ fi
 
 problem=0
 for prog in vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test \
-	    vhost_blk_trust_test \
+	    vhost_blk_trust_test vhost_blk_cpoll_test \
 	    vhost_blk_hostile_test vhost_blk_fuzz; do
 	if [ ! -x "$bindir/$prog" ]; then
 		note "$bindir/$prog is missing: run 'make tools'"

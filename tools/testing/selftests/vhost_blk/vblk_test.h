@@ -247,36 +247,16 @@ static inline void env_reopen(struct __test_metadata *_metadata,
 	ASSERT_EQ(0, env_open_dev(e, &e->dev, nvqs, max_indirect, base));
 }
 
-static inline void env_setup(struct __test_metadata *_metadata, struct env *e,
-			     uint64_t features)
+/*
+ * Open @path as @e's backend and the test's device on it: the second half
+ * of env_setup(), for a program that brings its own backend.
+ */
+static inline void env_attach(struct __test_metadata *_metadata,
+			      struct env *e, const char *path)
 {
 	struct virtio_blk_config cfg;
-	const char *strict;
-	int must;
 
-	memset(e, 0, sizeof(*e));
-	e->backend_fd = -1;
-	e->dev.fd = -1;
-	e->features = features;
-
-	/* Where the device must be there, its absence is a failure. */
-	strict = getenv("VHOST_BLK_TEST_STRICT");
-	must = strict && *strict && strcmp(strict, "0");
-	e->path = getenv("VHOST_BLK_TEST_DEV");
-	if (!e->path || !*e->path) {
-		ASSERT_FALSE(must)
-			TH_LOG("VHOST_BLK_TEST_DEV is not set (VHOST_BLK_TEST_STRICT=%s)",
-			       strict);
-		SKIP(return, "VHOST_BLK_TEST_DEV is not set");
-	}
-	if (access(VBLK_DEV_PATH, F_OK)) {
-		ASSERT_FALSE(must)
-			TH_LOG("%s does not exist (is vhost_blk loaded?) (VHOST_BLK_TEST_STRICT=%s)",
-			       VBLK_DEV_PATH, strict);
-		SKIP(return, "%s does not exist (is vhost_blk loaded?)",
-		     VBLK_DEV_PATH);
-	}
-
+	e->path = path;
 	e->backend_fd = open(e->path, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, e->backend_fd)
 		TH_LOG("open %s: %s", e->path, strerror(errno));
@@ -294,6 +274,43 @@ static inline void env_setup(struct __test_metadata *_metadata, struct env *e,
 	e->nq = cfg.num_queues;
 	ASSERT_LE(1U, e->nq);
 	ASSERT_GE((unsigned int)VBLK_MAX_VQS, e->nq);
+}
+
+/* Whether a missing device must fail the test (VHOST_BLK_TEST_STRICT). */
+static inline bool env_strict(void)
+{
+	const char *strict = getenv("VHOST_BLK_TEST_STRICT");
+
+	return strict && *strict && strcmp(strict, "0");
+}
+
+static inline void env_setup(struct __test_metadata *_metadata, struct env *e,
+			     uint64_t features)
+{
+	const char *path;
+	bool must;
+
+	memset(e, 0, sizeof(*e));
+	e->backend_fd = -1;
+	e->dev.fd = -1;
+	e->features = features;
+
+	/* Where the device must be there, its absence is a failure. */
+	must = env_strict();
+	path = getenv("VHOST_BLK_TEST_DEV");
+	if (!path || !*path) {
+		ASSERT_FALSE(must)
+			TH_LOG("VHOST_BLK_TEST_DEV is not set (VHOST_BLK_TEST_STRICT)");
+		SKIP(return, "VHOST_BLK_TEST_DEV is not set");
+	}
+	if (access(VBLK_DEV_PATH, F_OK)) {
+		ASSERT_FALSE(must)
+			TH_LOG("%s does not exist (is vhost_blk loaded?) (VHOST_BLK_TEST_STRICT)",
+			       VBLK_DEV_PATH);
+		SKIP(return, "%s does not exist (is vhost_blk loaded?)",
+		     VBLK_DEV_PATH);
+	}
+	env_attach(_metadata, e, path);
 }
 
 static inline void env_teardown(struct env *e)
