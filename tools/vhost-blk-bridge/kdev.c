@@ -466,7 +466,9 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			" used_batches=%llu polls=%llu poll_hits=%llu"
 			" poll_ns=%llu inflight=%llu inflight_max=%llu"
 			" poll_window_ns=%llu bounced=%llu bounce_waits=%llu"
-			" bounce_bytes_max=%llu used_errors=%llu\n",
+			" bounce_bytes_max=%llu used_errors=%llu"
+			" polled_bios=%llu poll_reaped=%llu"
+			" poll_fallbacks=%llu\n",
 			why, i,
 			(unsigned long long)st.reqs_in,
 			(unsigned long long)st.reqs_out,
@@ -492,7 +494,10 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			(unsigned long long)st.reqs_bounced,
 			(unsigned long long)st.bounce_waits,
 			(unsigned long long)st.bounce_bytes_max,
-			(unsigned long long)st.used_errors);
+			(unsigned long long)st.used_errors,
+			(unsigned long long)st.polled_bios,
+			(unsigned long long)st.poll_reaped,
+			(unsigned long long)st.poll_fallbacks);
 	}
 	fflush(f);
 	return 0;
