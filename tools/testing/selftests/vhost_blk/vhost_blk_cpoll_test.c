@@ -307,47 +307,47 @@ TEST_F(cpoll, without_the_flag_completions_raise_interrupts)
 	ASSERT_EQ(0ULL, st.poll_fallbacks);
 }
 
-/* With busy polling off there is no worker around to reap: a fallback. */
-TEST_F(cpoll, not_polled_while_busy_polling_is_off)
+/*
+ * With completion polling asked for and a busy-poll window of @us, every
+ * read and write falls back to interrupts, and is right.
+ */
+static struct vhost_blk_vring_stats
+expect_fallbacks(struct __test_metadata *_metadata, struct env *e,
+		 unsigned int us)
 {
 	struct vhost_blk_vring_stats st;
-	struct env *e = &self->e;
 	unsigned int n;
 
-	set_polling(_metadata, e, 0, VHOST_BLK_POLL_COMPLETIONS);
-	n = rw_some(_metadata, e);
-	st = stats0(_metadata, e);
-	ASSERT_EQ(n, st.reqs_in + st.reqs_out);
-	ASSERT_EQ(0ULL, st.polls);
-	ASSERT_EQ(0ULL, st.polled_bios);
-	ASSERT_EQ(n, st.poll_fallbacks);
-}
-
-TEST_F(cpoll, falls_back_on_a_device_without_poll_queues)
-{
-	const struct nullb_spec spec = { .tag = "nopoll", .poll_queues = 0 };
-	struct vhost_blk_vring_stats st;
-	struct env *e = &self->e;
-	unsigned int n;
-
-	if (!use_other_nullb(_metadata, self, &spec))
-		return;
-	ASSERT_FALSE(backend_polls(self->other_fd));
-	set_polling(_metadata, e, POLL_US, VHOST_BLK_POLL_COMPLETIONS);
+	set_polling(_metadata, e, us, VHOST_BLK_POLL_COMPLETIONS);
 	n = rw_some(_metadata, e);
 	st = stats0(_metadata, e);
 	ASSERT_EQ(n, st.reqs_in + st.reqs_out);
 	ASSERT_EQ(0ULL, st.reqs_ioerr);
 	ASSERT_EQ(0ULL, st.polled_bios);
 	ASSERT_EQ(n, st.poll_fallbacks);
+	return st;
+}
+
+/* With busy polling off there is no worker around to reap: a fallback. */
+TEST_F(cpoll, not_polled_while_busy_polling_is_off)
+{
+	ASSERT_EQ(0ULL, expect_fallbacks(_metadata, &self->e, 0).polls);
+}
+
+TEST_F(cpoll, falls_back_on_a_device_without_poll_queues)
+{
+	const struct nullb_spec spec = { .tag = "nopoll", .poll_queues = 0 };
+
+	if (!use_other_nullb(_metadata, self, &spec))
+		return;
+	ASSERT_FALSE(backend_polls(self->other_fd));
+	expect_fallbacks(_metadata, &self->e, POLL_US);
 }
 
 TEST_F(cpoll, falls_back_on_a_file)
 {
-	struct vhost_blk_vring_stats st;
 	struct env *e = &self->e;
 	char dir[256];
-	unsigned int n;
 
 	snprintf(self->file, sizeof(self->file), "%s/vhost-blk-cpoll.XXXXXX",
 		 scratch_dir(e, dir, sizeof(dir)));
@@ -356,13 +356,7 @@ TEST_F(cpoll, falls_back_on_a_file)
 		TH_LOG("mkostemp %s: %s", self->file, strerror(errno));
 	ASSERT_EQ(0, ftruncate(self->file_fd, TEST_MIN_CAPACITY));
 	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, self->file_fd));
-	set_polling(_metadata, e, POLL_US, VHOST_BLK_POLL_COMPLETIONS);
-	n = rw_some(_metadata, e);
-	st = stats0(_metadata, e);
-	ASSERT_EQ(n, st.reqs_in + st.reqs_out);
-	ASSERT_EQ(0ULL, st.reqs_ioerr);
-	ASSERT_EQ(0ULL, st.polled_bios);
-	ASSERT_EQ(n, st.poll_fallbacks);
+	expect_fallbacks(_metadata, e, POLL_US);
 }
 
 /*
