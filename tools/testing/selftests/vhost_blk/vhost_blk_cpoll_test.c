@@ -392,19 +392,16 @@ TEST_F(cpoll, a_polled_bio_the_device_splits_completes)
 }
 
 /*
- * Post DEPTH writes of @len bytes from @sector, each its own pattern of
- * @seed, and kick; return once the worker has submitted at least one of
- * them polled.
+ * Post DEPTH writes on @vq of @len bytes each from @sector on, with the
+ * patterns of @seed; not kicked.
  */
-static void post_polled_writes(struct __test_metadata *_metadata,
-			       struct env *e, struct blk_req *req,
-			       uint64_t sector, uint32_t len, uint64_t seed)
+static void post_writes(struct __test_metadata *_metadata, struct env *e,
+			struct vq *vq, struct blk_req *req, uint64_t sector,
+			uint32_t len, uint64_t seed)
 {
 	struct blk_req_spec spec = {
 		.type = VIRTIO_BLK_T_OUT, .nseg = 1, .seg_len = &len,
 	};
-	struct vq *vq = &e->dev.vq[0];
-	struct vhost_blk_vring_stats st;
 	uint8_t *buf = xmalloc(_metadata, len);
 	unsigned int i;
 
@@ -416,6 +413,36 @@ static void post_polled_writes(struct __test_metadata *_metadata,
 		ASSERT_EQ(0, blk_req_post(vq, &req[i]));
 	}
 	free(buf);
+}
+
+/* Wait for the DEPTH requests @req posted on @vq: all answered OK. */
+static void complete_ok(struct __test_metadata *_metadata, struct vq *vq,
+			struct blk_req *req, unsigned int done)
+{
+	unsigned int i;
+
+	ASSERT_EQ(0, blk_complete(vq, DEPTH - done));
+	for (i = 0; i < DEPTH; i++) {
+		ASSERT_TRUE(req[i].done);
+		ASSERT_STATUS(VIRTIO_BLK_S_OK, *req[i].status, "request %u",
+			      i);
+		blk_req_free(&req[i]);
+	}
+}
+
+/*
+ * post_writes() on queue 0 and kick; return once the worker has submitted
+ * at least one of them polled.
+ */
+static void post_polled_writes(struct __test_metadata *_metadata,
+			       struct env *e, struct blk_req *req,
+			       uint64_t sector, uint32_t len, uint64_t seed)
+{
+	struct vq *vq = &e->dev.vq[0];
+	struct vhost_blk_vring_stats st;
+	unsigned int i;
+
+	post_writes(_metadata, e, vq, req, sector, len, seed);
 	ASSERT_LE(0, vq_kick(vq));
 	for (i = 0; i < VQ_HANG_TIMEOUT_MS; i++) {
 		st = stats0(_metadata, e);
@@ -455,12 +482,7 @@ TEST_F(cpoll, detach_reaps_polled_bios_in_flight)
 	ASSERT_EQ(n, st.reqs_out);
 	ASSERT_LE(1U, n);
 	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, e->backend_fd));
-	ASSERT_EQ(0, blk_complete(vq, DEPTH - n));
-	for (i = 0; i < DEPTH; i++) {
-		ASSERT_TRUE(req[i].done);
-		ASSERT_STATUS(VIRTIO_BLK_S_OK, *req[i].status, "write %u", i);
-		blk_req_free(&req[i]);
-	}
+	complete_ok(_metadata, vq, req, n);
 	guest_release(&e->gm, mark);
 	for (i = 0; i < DEPTH; i++)
 		verify_pattern(_metadata, e, vq, 8192 + i * (len / SECTOR),
@@ -490,6 +512,70 @@ TEST_F(cpoll, close_reaps_polled_bios_in_flight)
 	set_polling(_metadata, e, POLL_US, VHOST_BLK_POLL_COMPLETIONS);
 	rw_verify(_metadata, e, &e->dev.vq[0], 64, 4096, NULL, NULL);
 	ASSERT_EQ(2ULL, stats0(_metadata, e).polled_bios);
+}
+
+/*
+ * Two rings, each on a worker of its own where the kernel has per-queue
+ * workers, polling the device's one poll queue at once: either may reap
+ * the other's completions, and run the other's end_io.  Every request is
+ * answered, and right.
+ */
+TEST_F(cpoll, two_rings_poll_one_poll_queue)
+{
+	const unsigned int nvqs = 2, rounds = 8, len = 4096;
+	const unsigned int per_round = nvqs * DEPTH;
+	struct blk_req req[2][DEPTH];
+	struct vhost_blk_vring_stats st;
+	struct env *e = &self->e;
+	uint64_t seed = new_seed(e);
+	unsigned int q, r, i;
+	struct vblk_dev *dev;
+	size_t mark;
+
+	env_reopen(_metadata, e, nvqs, 0, 0);
+	dev = &e->dev;
+	for (q = 0; q < nvqs; q++) {
+		struct vhost_vring_state t = { .index = q, .num = POLL_US };
+		struct vhost_blk_vring_poll p = {
+			.index = q, .flags = VHOST_BLK_POLL_COMPLETIONS,
+		};
+		struct vhost_vring_worker vw = { .index = q };
+		struct vhost_worker_state w = {};
+
+		/* ENOTTY before 6.5: one worker serves both rings. */
+		if (!ioctl(dev->fd, VHOST_NEW_WORKER, &w)) {
+			vw.worker_id = w.worker_id;
+			ASSERT_EQ(0, VBLK_IOCTL(dev->fd,
+						VHOST_ATTACH_VRING_WORKER,
+						&vw));
+		}
+		ASSERT_EQ(0, VBLK_IOCTL(dev->fd,
+					VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &t));
+		ASSERT_EQ(0, VBLK_IOCTL(dev->fd, VHOST_BLK_SET_VRING_POLL,
+					&p));
+	}
+	for (r = 0; r < rounds; r++) {
+		mark = guest_mark(&e->gm);
+		for (q = 0; q < nvqs; q++)
+			post_writes(_metadata, e, &dev->vq[q], req[q],
+				    (r * per_round + q * DEPTH) * (len / SECTOR),
+				    len, seed);
+		for (q = 0; q < nvqs; q++)
+			ASSERT_LE(0, vq_kick(&dev->vq[q]));
+		for (q = 0; q < nvqs; q++)
+			complete_ok(_metadata, &dev->vq[q], req[q], 0);
+		guest_release(&e->gm, mark);
+	}
+	for (q = 0; q < nvqs; q++) {
+		ASSERT_EQ(0, vblk_get_stats(dev->fd, q, 0, &st));
+		ASSERT_EQ((uint64_t)rounds * DEPTH, st.reqs_out);
+		ASSERT_EQ((uint64_t)rounds * DEPTH, st.polled_bios)
+			TH_LOG("queue %u", q);
+		ASSERT_EQ(0ULL, st.poll_fallbacks);
+	}
+	for (i = 0; i < rounds * per_round; i++)
+		verify_pattern(_metadata, e, &dev->vq[0], i * (len / SECTOR),
+			       len, seed);
 }
 
 /* Flags past the known ones are refused; the known ones together are not. */
