@@ -196,7 +196,10 @@ struct vhost_blk_req {
 	atomic_t pending;
 	sector_t sector;
 	size_t len;
-	/* The guest's data buffers; iov is ours to kfree. */
+	/*
+	 * The guest's data buffers: in inline_iov, or in iov, ours to kfree,
+	 * for a chain longer than that.
+	 */
 	struct iov_iter iter;
 	const void *iov;
 	/* DISCARD, WRITE_ZEROES and SECURE_ERASE ranges, validated. */
@@ -214,6 +217,12 @@ struct vhost_blk_req {
 	struct bio *poll_bio;
 	struct list_head poll_node;	/* on vhost_blk_vq.polled */
 	struct list_head free_node;	/* on vhost_blk_vq.free_reqs */
+	/*
+	 * Last: vhost_blk_req_alloc() does not clear it.  Linux guests send
+	 * a 4 KiB request in one buffer, and few requests in more than
+	 * UIO_FASTIOV.
+	 */
+	struct iovec inline_iov[UIO_FASTIOV];
 };
 
 static struct kmem_cache *vhost_blk_req_cache;
@@ -294,7 +303,7 @@ static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
 					 GFP_KERNEL_ACCOUNT);
 	list_del(&req->free_node);
 	bvq->nr_free_reqs--;
-	memset(req, 0, sizeof(*req));
+	memset(req, 0, offsetof(struct vhost_blk_req, inline_iov));
 	return req;
 }
 
@@ -1140,6 +1149,30 @@ ioerr:
 }
 
 /*
+ * Keep the request's data buffers, @data, for as long as its I/O runs:
+ * vq->iov already describes the next chain by then.  A chain of up to
+ * UIO_FASTIOV buffers goes into the request itself, so that the common
+ * request costs no allocation; a longer one, up to UIO_MAXIOV, into a copy
+ * of its own.
+ */
+static int vhost_blk_req_set_iter(struct vhost_blk_req *req,
+				  struct iov_iter *data)
+{
+	unsigned long nr = data->nr_segs;
+
+	if (nr > ARRAY_SIZE(req->inline_iov)) {
+		req->iov = dup_iter(&req->iter, data, GFP_KERNEL_ACCOUNT);
+		return req->iov ? 0 : -ENOMEM;
+	}
+	memcpy(req->inline_iov, iter_iov(data), nr * sizeof(struct iovec));
+	/* The header may have been read from the first buffer: skip it. */
+	iov_iter_init(&req->iter, iov_iter_rw(data), req->inline_iov, nr,
+		      data->iov_offset + iov_iter_count(data));
+	iov_iter_advance(&req->iter, data->iov_offset);
+	return 0;
+}
+
+/*
  * Whether a read or write into @data must wait before it is taken from the
  * ring: its buffers would be bounced, and the ring already has bounce
  * pages in flight that this request would take past
@@ -1298,8 +1331,7 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	if (data) {
 		len = iov_iter_count(data);
 		req->len = len;
-		req->iov = dup_iter(&req->iter, data, GFP_KERNEL_ACCOUNT);
-		if (!req->iov) {
+		if (vhost_blk_req_set_iter(req, data)) {
 			vhost_blk_req_free(req);
 			goto err;
 		}

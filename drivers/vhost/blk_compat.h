@@ -14,7 +14,7 @@
  *   into every cgroup of the owner, as the 6.1 vhost core puts its own
  *   worker (vhost_attach_cgroups()), that charges its memory to the
  *   owner's memory cgroup;
- * - file_bdev();
+ * - file_bdev() and iter_iov();
  * - vhost_blk_eventfd_signal(), as eventfd_signal() lost its count in 6.8;
  * - vhost_blk_bio_set_pages_dirty() and vhost_blk_bio_check_pages_dirty(),
  *   as 6.1 does not export the block layer's own to modules;
@@ -210,6 +210,12 @@ static inline void vhost_blk_compat_exit(void)
 static inline struct block_device *file_bdev(struct file *file)
 {
 	return I_BDEV(file->f_mapping->host);
+}
+
+/* 6.4 renamed the field to keep its users to this accessor. */
+static inline const struct iovec *iter_iov(const struct iov_iter *iter)
+{
+	return iter->iov;
 }
 
 /*
