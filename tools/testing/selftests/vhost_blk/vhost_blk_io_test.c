@@ -277,6 +277,58 @@ TEST_F_TIMEOUT(vhost_blk, ring_full_of_indirect_chains, 60)
 			 BLK_REQ_INDIRECT);
 }
 
+/*
+ * A request keeps up to 8 data buffers (the kernel's UIO_FASTIOV) in
+ * itself and a longer list in an allocation of its own; answered
+ * requests are reused.  Chains on both sides of that line, the header or
+ * the status sharing a buffer with data, a ring full of each kind in
+ * flight and then reused by the other: every byte and every count right.
+ */
+TEST_F_TIMEOUT(vhost_blk, chains_either_side_of_the_inline_buffers, 60)
+{
+	static const unsigned int nsegs[] = { 1, 7, 8, 9, 16 };
+	static uint32_t seg[16];
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	struct vhost_blk_vring_stats st;
+	uint64_t reqs = 0, bytes = 0;
+	unsigned int i, n;
+
+	for (i = 0; i < ARRAY_SIZE(seg); i++)
+		seg[i] = 512;
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, VHOST_BLK_STATS_RESET, &st));
+	for (i = 0; i < ARRAY_SIZE(nsegs); i++) {
+		struct layout hdr = {
+			.flags = BLK_REQ_DATA_IN_HDR, .nseg = nsegs[i],
+			.seg = seg,
+		};
+		struct layout status = {
+			.flags = BLK_REQ_DATA_IN_STATUS | BLK_REQ_INDIRECT,
+			.nseg = nsegs[i], .seg = seg,
+		};
+
+		n = nsegs[i];
+		rw_verify(_metadata, e, vq, 70000 + i * 32, n * 512, &hdr,
+			  &status);
+		reqs++;
+		bytes += n * 512;
+	}
+	for (i = 0; i < 4; i++) {
+		n = i & 1 ? 9 : 8;
+		batch_write_read(_metadata, e, vq, 80000 + i * 8192, vq->num,
+				 n * 512, n, BLK_REQ_INDIRECT);
+		reqs += vq->num;
+		bytes += (uint64_t)vq->num * n * 512;
+	}
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, 0, &st));
+	ASSERT_EQ(reqs, st.reqs_out);
+	ASSERT_EQ(reqs, st.reqs_in);
+	ASSERT_EQ(bytes, st.bytes_written);
+	ASSERT_EQ(bytes, st.bytes_read);
+	ASSERT_EQ(0ULL, st.reqs_ioerr);
+	ASSERT_EQ(0ULL, st.inflight);
+}
+
 TEST_F_TIMEOUT(vhost_blk, kick_after_every_request_completes_all, 60)
 {
 	struct env *e = &self->e;
