@@ -90,6 +90,8 @@ host_pkgs="$host_pkgs libsystemd-dev"
 # The bridge's end-to-end test boots one guest through libvirt (libvirtd,
 # its QEMU driver, virsh), started inside the test VM, which sees this root.
 host_pkgs="$host_pkgs libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
+# JSON written and read with jq (the benchmark, exits-per-io.sh).
+host_pkgs="$host_pkgs jq"
 
 have_all() {
 	local p
