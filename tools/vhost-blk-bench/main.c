@@ -173,13 +173,16 @@ static void list_item(const char *opt, struct uint_list *l, const char *s)
 			v = RW_WRITE;
 		else
 			die_usage("--rw: '%s' is neither randread nor randwrite", s);
-	} else if (!strcmp(opt, "--event-idx")) {
+	} else if (!strcmp(opt, "--event-idx") ||
+		   !strcmp(opt, "--poll-completions")) {
 		if (!strcmp(s, "on") || !strcmp(s, "1"))
 			v = 1;
 		else if (!strcmp(s, "off") || !strcmp(s, "0"))
 			v = 0;
-		else
+		else if (!strcmp(opt, "--event-idx"))
 			die_usage("--event-idx: '%s' is neither on nor off", s);
+		else
+			die_usage("--poll-completions: '%s' is neither on nor off", s);
 	} else if (!strcmp(opt, "--queues") && !strcmp(s, "all")) {
 		v = (int)online_cpus();
 	} else if (!strcmp(opt, "--poll") && !strncmp(s, "adaptive", 8)) {
@@ -193,13 +196,6 @@ static void list_item(const char *opt, struct uint_list *l, const char *s)
 			die_usage("--poll: '%s': the ceiling must be above 0", s);
 	} else if (!strcmp(opt, "--poll")) {
 		v = (int)parse_num(opt, s, 1000000);
-	} else if (!strcmp(opt, "--poll-completions")) {
-		if (!strcmp(s, "on") || !strcmp(s, "1"))
-			v = 1;
-		else if (!strcmp(s, "off") || !strcmp(s, "0"))
-			v = 0;
-		else
-			die_usage("--poll-completions: '%s' is neither on nor off", s);
 	} else if (!strcmp(opt, "--uring")) {
 		for (v = 0; v < URING_NR; v++)
 			if (!strcmp(s, uring_name((enum uring_mode)v)))
