@@ -342,8 +342,11 @@ static int smoke_check(const struct opts *o, const struct result *r,
 			     (unsigned long long)d->notifies);
 	}
 #undef SMOKE_EXPECT
-	printf("%sok %u - %s %s qd%u %uq: %llu requests, %llu bytes\n",
-	       nwhy ? "not " : "", num, be_name(r->p.be), rw_name(r->p.rw),
+	printf("%sok %u - %s%s%s %s qd%u %uq: %llu requests, %llu bytes\n",
+	       nwhy ? "not " : "", num, be_name(r->p.be),
+	       r->p.be == BE_URING ? " " : "",
+	       r->p.be == BE_URING ? uring_name(r->p.uring) : "",
+	       rw_name(r->p.rw),
 	       r->p.iodepth, r->p.queues, (unsigned long long)t->completed,
 	       (unsigned long long)t->bytes);
 	for (i = 0; i < nwhy; i++)
