@@ -10,6 +10,8 @@
 #
 #   plot.sh RESULT.json OUT.png
 
+# The jq programs are in single quotes on purpose: $x is jq's, not the shell's.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 me=${0##*/}
