@@ -38,7 +38,8 @@ Options:
                   results are kept
   -h, --help      this text
 
-Options after -- go to bench.sh (e.g. -- --runtime 1 --only poll).
+Options after -- go to bench.sh (e.g. -- --runtime 1 --only poll, or
+-- --quick for a short trial run: 1 s points, 2 rounds).
 EOF
 }
 
