@@ -82,7 +82,7 @@ fi
 host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
 	kmod xz-utils fio e2fsprogs util-linux perl gnuplot-nox liburing-dev
 	linux-perf flex bison bc libelf-dev libssl-dev socat dmsetup"
-# The benchmark writes and reads its JSON documents with jq.
+# The benchmark and exits-per-io.sh write and read their JSON with jq.
 host_pkgs="$host_pkgs jq"
 # Packaging (make deb) and the package test, whose VM sees this root:
 # dkms builds the module there, for the VM's kernel.
@@ -92,8 +92,6 @@ host_pkgs="$host_pkgs libsystemd-dev"
 # The bridge's end-to-end test boots one guest through libvirt (libvirtd,
 # its QEMU driver, virsh), started inside the test VM, which sees this root.
 host_pkgs="$host_pkgs libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
-# JSON written and read with jq (the benchmark, exits-per-io.sh).
-host_pkgs="$host_pkgs jq"
 
 have_all() {
 	local p
