@@ -25,12 +25,9 @@ struct vbk {
 	struct vq vq[BENCH_MAX_QUEUES];
 };
 
-static void vbk_stats_add(struct vbb_vring_stats *sum,
-			  const struct vbb_vring_stats *x)
+static void vbk_stats_add(struct vhost_blk_vring_stats *t,
+			  const struct vhost_blk_vring_stats *st)
 {
-	const struct vhost_blk_vring_stats *st = &x->s;
-	struct vhost_blk_vring_stats *t = &sum->s;
-
 	t->reqs_in += st->reqs_in;
 	t->reqs_out += st->reqs_out;
 	t->reqs_flush += st->reqs_flush;
@@ -51,9 +48,9 @@ static void vbk_stats_add(struct vbb_vring_stats *sum,
 		t->inflight_max = st->inflight_max;
 	if (st->poll_window_ns > t->poll_window_ns)
 		t->poll_window_ns = st->poll_window_ns;
-	sum->polled_bios += x->polled_bios;
-	sum->poll_reaped += x->poll_reaped;
-	sum->poll_fallbacks += x->poll_fallbacks;
+	t->polled_bios += st->polled_bios;
+	t->poll_reaped += st->poll_reaped;
+	t->poll_fallbacks += st->poll_fallbacks;
 }
 
 /*
@@ -61,16 +58,18 @@ static void vbk_stats_add(struct vbb_vring_stats *sum,
  * has them (@argsz comes back with what it filled in).
  */
 static int vbk_get_stats(int fd, unsigned int index, uint32_t flags,
-			 struct vbb_vring_stats *x, bool *cpoll)
+			 struct vhost_blk_vring_stats *x, bool *cpoll)
 {
 	int err;
 
 	memset(x, 0, sizeof(*x));
-	x->s.argsz = sizeof(*x);
-	x->s.index = index;
-	x->s.flags = flags;
+	x->argsz = sizeof(*x);
+	x->index = index;
+	x->flags = flags;
 	err = VBLK_IOCTL(fd, VHOST_BLK_GET_VRING_STATS, x);
-	*cpoll = !err && x->s.argsz >= sizeof(*x);
+	*cpoll = !err && x->argsz >= offsetof(struct vhost_blk_vring_stats,
+					      poll_fallbacks) +
+					     sizeof(x->poll_fallbacks);
 	return err;
 }
 
@@ -84,7 +83,7 @@ static int vbk_window(struct run *r, bool start, struct result *res)
 	if (!start)
 		memset(&res->dev, 0, sizeof(res->dev));
 	for (i = 0; i < b->nq; i++) {
-		struct vbb_vring_stats st;
+		struct vhost_blk_vring_stats st;
 		bool have;
 		int err = vbk_get_stats(b->fd, i,
 					start ? VHOST_BLK_STATS_RESET : 0,

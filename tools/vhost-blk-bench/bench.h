@@ -41,15 +41,6 @@ enum uring_mode {
 	URING_NR
 };
 
-/*
- * Completion polling (the other half of busy polling), defined here until
- * the uapi header has it: a kernel without it answers EINVAL, and the run
- * is reported as unsupported.
- */
-#ifndef VHOST_BLK_POLL_COMPLETIONS
-#define VHOST_BLK_POLL_COMPLETIONS	(1U << 1)
-#endif
-
 /* One measured point of the matrix. */
 struct point {
 	enum be_kind be;
@@ -132,13 +123,6 @@ struct qthread {
 	struct qstats st;
 };
 
-/* Counters appended to struct vhost_blk_vring_stats by completion polling. */
-struct vbb_vring_stats {
-	struct vhost_blk_vring_stats s;
-	__u64 polled_bios;		/* bios submitted for polling */
-	__u64 poll_reaped;		/* ... completed by the worker's polls */
-	__u64 poll_fallbacks;		/* ... that completed by interrupt */
-};
 
 struct result {
 	struct point p;
@@ -156,7 +140,7 @@ struct result {
 	unsigned int be_threads;
 	bool have_dev_stats;		/* vhost-blk's counters, summed */
 	bool have_cpoll_stats;		/* ... with completion polling's */
-	struct vbb_vring_stats dev;	/* in the measured window */
+	struct vhost_blk_vring_stats dev;	/* in the measured window */
 };
 
 struct run {

@@ -315,7 +315,7 @@ static int smoke_check(const struct opts *o, const struct result *r,
 	if (r->p.be != BE_URING)
 		SMOKE_EXPECT(t->m_kicks >= 1, "no kick at all");
 	if (r->p.be == BE_VHOST_BLK) {
-		const struct vhost_blk_vring_stats *d = &r->dev.s;
+		const struct vhost_blk_vring_stats *d = &r->dev;
 		uint64_t reqs = r->p.rw == RW_READ ? d->reqs_in : d->reqs_out;
 		uint64_t bytes = r->p.rw == RW_READ ? d->bytes_read :
 						      d->bytes_written;

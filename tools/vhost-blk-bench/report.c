@@ -235,7 +235,7 @@ static void json_ratios(FILE *f, const char *key, const struct figures *a,
 
 static void json_dev_stats(FILE *f, const struct result *r)
 {
-	const struct vhost_blk_vring_stats *d = &r->dev.s;
+	const struct vhost_blk_vring_stats *d = &r->dev;
 
 	fputs(",\"vhost_blk_stats\":{", f);
 	fprintf(f, "\"reqs_in\":%llu", (unsigned long long)d->reqs_in);
@@ -253,9 +253,9 @@ static void json_dev_stats(FILE *f, const struct result *r)
 	json_u64(f, "inflight_max", d->inflight_max);
 	json_u64(f, "poll_window_ns", d->poll_window_ns);
 	if (r->have_cpoll_stats) {
-		json_u64(f, "polled_bios", r->dev.polled_bios);
-		json_u64(f, "poll_reaped", r->dev.poll_reaped);
-		json_u64(f, "poll_fallbacks", r->dev.poll_fallbacks);
+		json_u64(f, "polled_bios", d->polled_bios);
+		json_u64(f, "poll_reaped", d->poll_reaped);
+		json_u64(f, "poll_fallbacks", d->poll_fallbacks);
 	}
 	fputc('}', f);
 }
