@@ -82,6 +82,8 @@ fi
 host_pkgs="make gcc libc6-dev qemu-system-x86 qemu-utils busybox-static cpio
 	kmod xz-utils fio e2fsprogs util-linux perl gnuplot-nox liburing-dev
 	linux-perf flex bison bc libelf-dev libssl-dev socat dmsetup"
+# The benchmark and exits-per-io.sh write and read their JSON with jq.
+host_pkgs="$host_pkgs jq"
 # Packaging (make deb) and the package test, whose VM sees this root:
 # dkms builds the module there, for the VM's kernel.
 host_pkgs="$host_pkgs dpkg-dev debhelper dh-dkms dkms fakeroot udev"

@@ -101,31 +101,21 @@ done
 echo "# A = ${mods[0]}"
 echo "# B = ${mods[1]}"
 echo "# $rounds rounds; measured under QEMU TCG emulation, not on hardware"
-# One line per point: the rounds' IOPS, the median CPU us per request.
-sed -n 's/.*"experiment":"\([AB]\)".*"label":"\([^"]*\)".*"rw":"\([^"]*\)".*"iodepth":\([0-9]*\).*"iops":\([0-9.]*\).*"be_cpu_us_per_req":\([0-9.]*\).*/\2 \3 \4 \1 \5 \6/p' \
-	"$json" | sort -k1,3 -k4,4 -s | awk '
-	function median(s,   n, a, i, j, t) {
-		n = split(s, a, " ")
-		for (i = 1; i <= n; i++)
-			for (j = i + 1; j <= n; j++)
-				if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}
-	{
-		k = $1 " " $2 " qd" $3
-		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-		iops[k, $4] = iops[k, $4] " " int($5)
-		cpu[k, $4] = cpu[k, $4] " " $6
-	}
-	END {
-		printf "%-26s %-28s %-28s %s\n", "point", "A IOPS / med cpu us", "B IOPS / med cpu us", "B/A iops cpu"
-		for (i = 1; i <= n; i++) {
-			k = order[i]
-			ia = median(iops[k, "A"]); ib = median(iops[k, "B"])
-			ca = median(cpu[k, "A"]); cb = median(cpu[k, "B"])
-			printf "%-26s %-28s %-28s %.2f %.2f\n", k,
-			       substr(iops[k, "A"], 2) " / " ca,
-			       substr(iops[k, "B"], 2) " / " cb,
-			       ia ? ib / ia : 0, ca ? cb / ca : 0
-		}
-	}'
+# One line per point: the rounds' IOPS, the median CPU us per request;
+# the runs read with jq.
+jq -r -s -L "$dir" 'include "bench";
+	def key: "\(.label) \(.rw) qd\(.iodepth)";
+	def cpu: .be_cpu_us_per_req;
+	def pad($n): . + (" " * ($n - length));
+	def f2: (. * 100 | round) as $x |
+		"\($x / 100 | floor).\($x % 100 | tostring | if length < 2 then "0" + . else . end)";
+	map(select(status == "ok")) as $runs |
+	($runs | map(key) | reduce .[] as $k ([]; if index([$k]) then . else . + [$k] end)) as $keys |
+	"\("point" | pad(26)) \("A IOPS / med cpu us" | pad(28)) \("B IOPS / med cpu us" | pad(28)) B/A iops cpu",
+	($keys[] as $k |
+	 def of($v): [$runs[] | select(key == $k and .experiment == $v)];
+	 def cell($v): "\(of($v) | map(.iops | floor | tostring) | join(" ")) / \(of($v) | map(cpu) | median)";
+	 def ratio(f): (of("A") | map(f) | median) as $a | (of("B") | map(f) | median) as $b |
+		if $a and $a != 0 then $b / $a else 0 end;
+	 "\($k | pad(26)) \(cell("A") | pad(28)) \(cell("B") | pad(28)) \(ratio(.iops) | f2) \(ratio(cpu) | f2)")' \
+	"$json"

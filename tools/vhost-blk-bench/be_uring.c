@@ -3,7 +3,18 @@
  * Back-end kind 3: the raw device from userspace, O_DIRECT through one
  * io_uring per queue thread: what a virtualized path can at best approach.
  * Each thread submits its freed slots and waits for a completion in one
- * io_uring_enter().  The CPU time is that of the tool's own threads.
+ * io_uring_enter().  Three set-ups (point.uring):
+ *
+ *   plain    a plain ring, interrupt completions;
+ *   sqpoll   the file and the buffers registered, and one SQPOLL thread
+ *            shared by every queue's ring (IORING_SETUP_ATTACH_WQ), on the
+ *            back-end's CPU with --cpus split;
+ *   iopoll   the file and the buffers registered, IORING_SETUP_IOPOLL:
+ *            the waiting thread polls the device for completions, which
+ *            needs a disk with poll queues (null_blk poll_queues=N).
+ *
+ * The CPU time is that of the tool's own threads, the SQPOLL thread
+ * ("iou-sqp-PID", a thread of this process) included.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +33,7 @@ struct uqueue {
 	struct qthread qt;		/* first: the run sees only this */
 	struct io_uring ring;
 	bool ring_ok;
+	bool fixed;			/* registered file (index 0) and buffers */
 	int fd;
 	unsigned int depth;
 	uint8_t **buf;			/* in the shared "guest" memory */
@@ -53,10 +65,18 @@ static int uring_submit(struct uqueue *q, int phase)
 				  qt->index);
 			return -EBUSY;
 		}
-		if (qt->run->p.rw == RW_READ)
+		if (q->fixed && qt->run->p.rw == RW_READ)
+			io_uring_prep_read_fixed(sqe, 0, q->buf[i], o->bs, off,
+						 (int)i);
+		else if (q->fixed)
+			io_uring_prep_write_fixed(sqe, 0, q->buf[i], o->bs,
+						  off, (int)i);
+		else if (qt->run->p.rw == RW_READ)
 			io_uring_prep_read(sqe, q->fd, q->buf[i], o->bs, off);
 		else
 			io_uring_prep_write(sqe, q->fd, q->buf[i], o->bs, off);
+		if (q->fixed)
+			sqe->flags |= IOSQE_FIXED_FILE;
 		io_uring_sqe_set_data64(sqe, i);
 		q->t[i] = now_ns();
 		qt->st.issued++;
@@ -144,6 +164,68 @@ static void *uring_thread(void *arg)
 	return NULL;
 }
 
+/* Register queue @q's file and buffers with its ring. */
+static int uring_register(struct uqueue *q, const struct opts *o)
+{
+	struct iovec *iov = calloc(q->depth, sizeof(*iov));
+	unsigned int j;
+	int err;
+
+	if (!iov)
+		return -ENOMEM;
+	for (j = 0; j < q->depth; j++) {
+		iov[j].iov_base = q->buf[j];
+		iov[j].iov_len = o->bs;
+	}
+	err = io_uring_register_files(&q->ring, &q->fd, 1);
+	if (err)
+		bench_err("io_uring_register_files(%s): %s", o->dev,
+			  strerror(-err));
+	if (!err) {
+		err = io_uring_register_buffers(&q->ring, iov, q->depth);
+		if (err)
+			bench_err("io_uring_register_buffers(%u of %u bytes): %s",
+				  q->depth, o->bs, strerror(-err));
+	}
+	free(iov);
+	q->fixed = !err;
+	return err;
+}
+
+/*
+ * The ring of queue @i: SQPOLL rings after the first attach to its SQPOLL
+ * thread (@sq_fd), so that all queues share one, as they share one vhost
+ * worker or one iothread.
+ */
+static int uring_ring(struct uqueue *q, const struct opts *o,
+		      const struct point *p, int sq_fd)
+{
+	struct io_uring_params par = { 0 };
+	int err;
+
+	if (p->uring == URING_SQPOLL) {
+		par.flags = IORING_SETUP_SQPOLL;
+		par.sq_thread_idle = 100;	/* ms */
+		if (o->split_cpus) {
+			long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+			par.flags |= IORING_SETUP_SQ_AFF;
+			par.sq_thread_cpu = n > 1 ? (unsigned int)n - 1 : 0;
+		}
+		if (sq_fd >= 0) {
+			par.flags |= IORING_SETUP_ATTACH_WQ;
+			par.wq_fd = (unsigned int)sq_fd;
+		}
+	} else if (p->uring == URING_IOPOLL) {
+		par.flags = IORING_SETUP_IOPOLL;
+	}
+	err = io_uring_queue_init_params(p->iodepth, &q->ring, &par);
+	if (err)
+		bench_err("io_uring_queue_init(%u, %s): %s", p->iodepth,
+			  uring_name(p->uring), strerror(-err));
+	return err;
+}
+
 static int uring_prep(struct uring *u, const struct opts *o,
 		      const struct point *p)
 {
@@ -160,12 +242,9 @@ static int uring_prep(struct uring *u, const struct opts *o,
 				  strerror(errno));
 			return err;
 		}
-		err = io_uring_queue_init(p->iodepth, &q->ring, 0);
-		if (err) {
-			bench_err("io_uring_queue_init(%u): %s", p->iodepth,
-				  strerror(-err));
+		err = uring_ring(q, o, p, i ? u->q[0].ring.ring_fd : -1);
+		if (err)
 			return err;
-		}
 		q->ring_ok = true;
 		q->depth = p->iodepth;
 		q->buf = calloc(p->iodepth, sizeof(*q->buf));
@@ -179,6 +258,11 @@ static int uring_prep(struct uring *u, const struct opts *o,
 				return -ENOMEM;
 			if (p->rw == RW_WRITE)
 				memset(q->buf[j], 0x5a, o->bs);
+		}
+		if (p->uring != URING_PLAIN) {
+			err = uring_register(q, o);
+			if (err)
+				return err;
 		}
 		u->qp[i] = &q->qt;
 	}
@@ -256,7 +340,9 @@ int engine_uring(const struct opts *o, const struct point *p,
 	/* Everything the process does is the "back-end" here. */
 	r.be_sel = (struct cpu_sel){ .pid = getpid(), .match = CPU_ALL };
 	res->be_pid = getpid();
-	res->be_cpu_what = "the tool's own threads";
+	res->be_cpu_what = p->uring == URING_SQPOLL ?
+		"the tool's own threads and the SQPOLL thread" :
+		"the tool's own threads";
 	r.q = u.qp;
 	r.nq = p->queues;
 	r.fn = uring_thread;

@@ -33,6 +33,14 @@ enum rw_kind {
 	RW_NR
 };
 
+/* How the io_uring back-end drives the raw device. */
+enum uring_mode {
+	URING_PLAIN,		/* a plain ring, interrupt completions */
+	URING_SQPOLL,		/* registered file and buffers, SQPOLL */
+	URING_IOPOLL,		/* registered file and buffers, IOPOLL */
+	URING_NR
+};
+
 /* One measured point of the matrix. */
 struct point {
 	enum be_kind be;
@@ -42,6 +50,9 @@ struct point {
 	int event_idx;			/* 1 or 0; -1: does not apply */
 	int poll_us;			/* busy-poll timeout; -1: does not apply */
 	bool poll_adaptive;		/* poll_us is the adaptive ceiling */
+	int poll_completions;		/* vhost-blk: 1 or 0; -1: does not apply */
+	enum uring_mode uring;		/* io_uring only */
+	unsigned int rep;		/* repetition, from 1 */
 };
 
 enum workers_mode {
@@ -65,6 +76,11 @@ struct opts {
 	bool split_cpus;		/* queue i on CPU i, back-end on the last */
 	uint64_t size;			/* bytes of the device addressed; 0: all */
 	uint64_t seed;
+	unsigned int repeat;		/* the whole list, this many times */
+	unsigned int round;		/* the number of the first */
+	/* What the vhost-user back-end polls (reported only); -1: unknown. */
+	int vu_poll_us;
+	bool vu_poll_adaptive;
 	bool smoke;
 	bool quiet;
 	const char *json;		/* append one JSON object per run */
@@ -107,9 +123,11 @@ struct qthread {
 	struct qstats st;
 };
 
+
 struct result {
 	struct point p;
 	bool ok;
+	bool unsupported;		/* the kernel refused the point's mode */
 	double secs;			/* measured window */
 	struct qstats tot;
 	uint64_t capacity;		/* bytes, as the backend reported it */
@@ -117,11 +135,12 @@ struct result {
 	const char *be_cpu_what;	/* "vhost workers", "daemon", ... */
 	uint64_t be_cpu_ns;
 	uint64_t guest_cpu_ns;		/* the driver threads */
+	uint64_t irq_ns;		/* system-wide irq + softirq (/proc/stat) */
 	bool cpu_ticks;			/* tick resolution only */
 	unsigned int be_threads;
 	bool have_dev_stats;		/* vhost-blk's counters, summed */
+	bool have_cpoll_stats;		/* ... with completion polling's */
 	struct vhost_blk_vring_stats dev;	/* in the measured window */
-	struct vhost_blk_vring_stats dev_all;	/* the whole run */
 };
 
 struct run {
@@ -168,6 +187,7 @@ int engine_uring(const struct opts *o, const struct point *p,
 		 struct result *res);
 
 const char *be_name(enum be_kind be);
+const char *uring_name(enum uring_mode m);
 const char *rw_name(enum rw_kind rw);
 
 void bench_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -71,7 +71,13 @@ smoke=0
 out=${VHOST_BLK_VM_OUT:-}
 runtime=2.5
 ramp=0.5
-only=matrix,notify,poll
+rounds=
+quick=0
+# QEMU's default iothread poll-max-ns (32768 ns), in us: the ceiling both
+# back-ends poll under in the "both polling" rows.
+poll_max_us=32
+poll_sweep=0,8,32,128,256,1024,adaptive:32,adaptive:256
+only=headline,matrix,scaling,notify,poll,cpoll
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out)		out=${2:?--out needs a directory}; shift 2 ;;
@@ -82,19 +88,33 @@ while [ $# -gt 0 ]; do
 	--ramp=*)	ramp=${1#*=}; shift ;;
 	--only)		only=${2:?--only needs a list}; shift 2 ;;
 	--only=*)	only=${1#*=}; shift ;;
+	--rounds)	rounds=${2:?--rounds needs a number}; shift 2 ;;
+	--rounds=*)	rounds=${1#*=}; shift ;;
+	--quick)	quick=1; shift ;;
 	--smoke)	smoke=1; shift ;;
 	-h|--help)	usage; exit 0 ;;
 	*)		msg "unknown argument $1 (see --help)"; exit 2 ;;
 	esac
 done
 
+ncpu=$(nproc)
+if [ "$quick" = 1 ]; then
+	runtime=1
+	ramp=0.2
+	rounds=${rounds:-2}
+	poll_sweep=0,128,adaptive:32
+fi
+rounds=${rounds:-3}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { msg "--rounds: '$rounds' is not a number above 0"; exit 2; }
+qsd_queues=$((ncpu > 4 ? ncpu : 4))
+
 [ -x "$bin" ] || die "$bin not found: build it with 'make -C tools/vhost-blk-bench'"
 [ -c /dev/vhost-blk ] || die "/dev/vhost-blk does not exist: is vhost_blk.ko loaded? (run this inside run-vm.sh)"
 command -v "$qsd_bin" >/dev/null ||
 	die "$qsd_bin not found: install qemu-system-common (Debian), or set VHOST_BLK_BENCH_QSD"
+command -v jq >/dev/null || die "jq not found: install jq (scripts/deps.sh does)"
 [ "$(id -u)" = 0 ] || die "must run as root (null_blk configfs, block devices)"
 
-ncpu=$(nproc)
 run_dir=$(mktemp -d /tmp/vhost-blk-bench.XXXXXX)
 qsd_pid=
 nullbs=()
@@ -111,19 +131,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A null_blk disk through configfs: name irqmode completion_nsec.  Prints
-# its device node.  Queues and tags enough for every queue at iodepth 128.
-# Runs in a command substitution: the caller records the name for cleanup.
+# A null_blk disk through configfs: name irqmode completion_nsec
+# [poll_queues].  Prints its device node.  Queues and tags enough for every
+# queue at iodepth 128; poll queues (for IOPOLL and completion polling) on
+# top of the submit queues when asked.  Runs in a command substitution: the
+# caller records the name for cleanup.
 setup_nullb() {
-	local name=$1 irqmode=$2 nsec=$3 cfg=/sys/kernel/config/nullb/$1 idx
+	local name=$1 irqmode=$2 nsec=$3 pollq=${4:-0} cfg=/sys/kernel/config/nullb/$1 idx
 
 	[ -d /sys/kernel/config/nullb ] ||
 		die "/sys/kernel/config/nullb missing: null_blk not loaded or configfs not mounted"
 	mkdir "$cfg" || die "mkdir $cfg failed"
+	echo 2 >"$cfg/queue_mode"		# blk-mq
 	echo 4096 >"$cfg/size"			# MiB, not memory backed
 	echo "$irqmode" >"$cfg/irqmode"
 	echo "$nsec" >"$cfg/completion_nsec"
 	echo "$ncpu" >"$cfg/submit_queues"
+	if [ "$pollq" -gt 0 ]; then
+		[ -e "$cfg/poll_queues" ] || die "null_blk $name: no poll_queues in configfs (kernel too old)"
+		echo "$pollq" >"$cfg/poll_queues" || die "null_blk $name: poll_queues=$pollq refused"
+	fi
 	echo 256 >"$cfg/hw_queue_depth"
 	echo 1 >"$cfg/power" || die "powering on null_blk $name failed"
 	idx=$(cat "$cfg/index")
@@ -138,22 +165,55 @@ setup_nullb() {
 	die "null_blk $name: no /dev/$name or /dev/nullb$idx"
 }
 
-start_qsd() {
-	local dev=$1 sock=$2
-
-	"$qsd_bin" \
-		--object iothread,id=io0 \
-		--blockdev "driver=host_device,filename=$dev,node-name=disk,cache.direct=on,aio=io_uring" \
-		--export "type=vhost-user-blk,id=exp,node-name=disk,iothread=io0,addr.type=unix,addr.path=$sock,writable=on,num-queues=$ncpu" \
-		>>"$run_dir/qsd.log" 2>&1 &
-	qsd_pid=$!
-	for _ in $(seq 300); do
-		[ -S "$sock" ] && return 0
-		kill -0 "$qsd_pid" 2>/dev/null || break
+# wait_sock PID SOCK TENTHS: whether process PID creates SOCK within
+# TENTHS tenths of a second (false as soon as it exits).
+wait_sock() {
+	local i
+	for ((i = 0; i < $3; i++)); do
+		[ -S "$2" ] && return 0
+		kill -0 "$1" 2>/dev/null || return 1
 		sleep 0.1
 	done
+	[ -S "$2" ]
+}
+
+# start_qsd DEV SOCK POLL_MAX_NS: one iothread (qsd 7.2 exports run in
+# one), polling adaptively up to POLL_MAX_NS (0: not at all).
+start_qsd() {
+	local dev=$1 sock=$2 pollns=$3
+
+	rm -f "$sock"
+	"$qsd_bin" \
+		--object "iothread,id=io0,poll-max-ns=$pollns" \
+		--blockdev "driver=host_device,filename=$dev,node-name=disk,cache.direct=on,aio=io_uring" \
+		--export "type=vhost-user-blk,id=exp,node-name=disk,iothread=io0,addr.type=unix,addr.path=$sock,writable=on,num-queues=$qsd_queues" \
+		>>"$run_dir/qsd.log" 2>&1 &
+	qsd_pid=$!
+	wait_sock "$qsd_pid" "$sock" 300 && return 0
 	sed 's/^/  /' "$run_dir/qsd.log" >&2
 	die "qemu-storage-daemon for $dev did not create $sock"
+}
+
+# Whether this qemu-storage-daemon serves one export from several
+# iothreads (a list, iothread.N=); prints its answer.
+probe_qsd_iothreads() {
+	local sock=$run_dir/probe.sock pid msg
+
+	timeout 20 "$qsd_bin" --object iothread,id=io0 --object iothread,id=io1 \
+		--blockdev "driver=host_device,filename=/dev/ram0,node-name=disk,cache.direct=on,aio=io_uring" \
+		--export "type=vhost-user-blk,id=exp,node-name=disk,iothread.0=io0,iothread.1=io1,addr.type=unix,addr.path=$sock,writable=on,num-queues=2" \
+		>"$run_dir/probe.log" 2>&1 &
+	pid=$!
+	if wait_sock "$pid" "$sock" 100; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		echo "supported (iothread.N= accepted), not used here: the scaling rows run qsd with one iothread"
+	else
+		wait "$pid" 2>/dev/null || true
+		msg=$(head -n 1 "$run_dir/probe.log" | sed 's/.*: //')
+		echo "not supported by this version: one iothread per export (iothread.0=,iothread.1= answered: $msg)"
+	fi
+	rm -f "$sock"
 }
 
 stop_qsd() {
@@ -184,15 +244,25 @@ mkdir -p "$out"
 if [ "$smoke" = 1 ]; then
 	[ -b /dev/ram0 ] || die "/dev/ram0 does not exist (brd not loaded?)"
 	sock=$run_dir/smoke.sock
-	start_qsd /dev/ram0 "$sock"
+	start_qsd /dev/ram0 "$sock" 0
 	"$bin" --smoke --quiet --cpus split --label "brd" -d /dev/ram0 \
-		-s "$sock" --json "$out/smoke.jsonl" || failed=1
+		-s "$sock" -u plain,sqpoll --json "$out/smoke.jsonl" \
+		>"$run_dir/smoke1.tap" || failed=1
 	stop_qsd
+	# Completion polling: a kernel without it skips (TAP SKIP).
+	"$bin" --smoke --quiet --cpus split --label "brd" -d /dev/ram0 \
+		-b vhost-blk -r randread -n 1 -p 8 --poll-completions on \
+		--json "$out/smoke.jsonl" >"$run_dir/smoke2.tap" || failed=1
+	# One TAP stream: the tests of both, numbered on.
+	n=$(cat "$run_dir"/smoke[12].tap | grep -cE '^(not )?ok ' || true)
+	printf 'TAP version 13\n1..%d\n' "$n"
+	grep -hvE '^(TAP version|1\.\.[0-9]+$)' "$run_dir"/smoke[12].tap |
+		awk '/^(not )?ok [0-9]+/ { sub(/ok [0-9]+/, "ok " ++i) } { print }'
 	exit "$failed"
 fi
 
-rm -f "$out/runs.jsonl" "$out/tables.txt" "$out/bench.log" \
-	"$out/result.json" "$out/summary.md"
+rm -f "$out/tables.txt" "$out/bench.log" "$out/result.json" "$out/summary.md"
+: >"$out/runs.jsonl"
 start=$(date +%s)
 # Guest-model queue i on vCPU i, the back-end's threads on the last vCPU,
 # for every back-end alike (see benchmark.rst: placement dominates TCG).
@@ -202,75 +272,161 @@ want() { [[ ,$only, == *,$1,* ]]; }
 # label, device node, description (for the JSON meta)
 declare -a disks=()
 nullbs=(vbb_nullb0 vbb_nullb280)
-nb0=$(setup_nullb vbb_nullb0 2 0)
+nb0=$(setup_nullb vbb_nullb0 2 0 1)
 nb280=$(setup_nullb vbb_nullb280 2 280000)
-disks+=("null_blk 0us|$nb0|null_blk irqmode=2 (timer) completion_nsec=0 submit_queues=$ncpu hw_queue_depth=256")
-disks+=("null_blk 280us|$nb280|null_blk irqmode=2 (timer) completion_nsec=280000 submit_queues=$ncpu hw_queue_depth=256")
+disks+=("null_blk 0us|$nb0|null_blk queue_mode=2 irqmode=2 (timer) completion_nsec=0 submit_queues=$ncpu poll_queues=1 hw_queue_depth=256")
+disks+=("null_blk 280us|$nb280|null_blk queue_mode=2 irqmode=2 (timer) completion_nsec=280000 submit_queues=$ncpu hw_queue_depth=256")
 disks+=("brd|/dev/ram0|brd ramdisk (completes at submission), $(($(blockdev --getsize64 /dev/ram0) >> 20)) MiB")
+# IOPOLL only where the disk polls.
+uring_all=plain,sqpoll
+[ "$(cat "/sys/block/${nb0#/dev/}/queue/io_poll" 2>/dev/null)" = 1 ] &&
+	uring_all=plain,sqpoll,iopoll
+sock=$run_dir/qsd.sock
+qsd_multi=$(probe_qsd_iothreads)
+msg "qemu-storage-daemon, one export on several iothreads: $qsd_multi"
 
-for d in "${disks[@]}"; do
-	IFS='|' read -r label dev _ <<<"$d"
-	sock=$run_dir/qsd.sock
-	rm -f "$sock"
-	start_qsd "$dev" "$sock"
-	msg "$label ($dev): qemu-storage-daemon pid $qsd_pid"
-	if want matrix; then
-		bench "$label" matrix -d "$dev" -s "$sock" "${common[@]}" \
-			-r randread,randwrite -q 1,8,32,128 -n 1,all
-	fi
-	if want notify && [ "$label" = "null_blk 280us" ]; then
-		bench "$label" notify -d "$dev" -s "$sock" "${common[@]}" \
-			-b vhost-blk,vhost-user -q 1 -n 1 -e on,off
-		bench "$label" notify -d "$dev" -s "$sock" "${common[@]}" \
-			-b vhost-blk,vhost-user -q 64 -n all -e on,off
-	fi
-	if want poll && { [ "$label" = "null_blk 0us" ] || [ "$label" = brd ]; }; then
-		bench "$label" poll -d "$dev" "${common[@]}" -b vhost-blk -q 1 -n 1 \
-			-p 0,1,2,4,8,16,32,64,128,256,1024,adaptive:32,adaptive:128
-	fi
+# Both polling settings of the parity rows: off (vhost-blk busyloop 0, qsd
+# poll-max-ns=0) and adaptive under one ceiling (qsd's default
+# poll-max-ns, vhost-blk's adaptive mode with the same value).
+poll_modes=("off|0|0|0" "adaptive|adaptive:$poll_max_us|adaptive:$poll_max_us|$((poll_max_us * 1000))")
+
+# parity LABEL DEV TAG ROUND ARGS...: vhost-blk and qsd with both polling
+# settings (qsd restarted for each), then io_uring in its set-ups.
+parity() {
+	local label=$1 dev=$2 tag=$3 round=$4 pm vbp vup ns uring
+	shift 4
+	uring=plain,sqpoll
+	[ "$dev" = "$nb0" ] && uring=$uring_all
+	for pm in "${poll_modes[@]}"; do
+		IFS='|' read -r _ vbp vup ns <<<"$pm"
+		start_qsd "$dev" "$sock" "$ns"
+		bench "$label" "$tag" -d "$dev" -s "$sock" "${common[@]}" \
+			-b vhost-blk,vhost-user -p "$vbp" --vu-poll "$vup" \
+			--round "$round" "$@"
+		stop_qsd
+	done
+	bench "$label" "$tag" -d "$dev" "${common[@]}" -b io_uring \
+		-u "$uring" --round "$round" "$@"
+}
+
+# Headline: null_blk 0us randread, iodepth 1 on one queue and iodepth 32
+# on two (a worker each), $rounds rounds, medians.
+if want headline; then
+	for r in $(seq "$rounds"); do
+		msg "headline round $r of $rounds"
+		parity "null_blk 0us" "$nb0" headline "$r" -r randread -q 1 -n 1 -w per-queue
+		parity "null_blk 0us" "$nb0" headline "$r" -r randread -q 32 -n 2 -w per-queue
+	done
+fi
+
+# The matrix: every disk, reads and writes, the same two shapes, one round.
+if want matrix; then
+	for d in "${disks[@]}"; do
+		IFS='|' read -r label dev _ <<<"$d"
+		msg "matrix: $label ($dev)"
+		parity "$label" "$dev" matrix 1 -r randread,randwrite -q 1 -n 1 -w per-queue
+		parity "$label" "$dev" matrix 1 -r randread,randwrite -q 32 -n 2 -w per-queue
+	done
+fi
+
+# Scaling: 1, 2 and 4 queues at iodepth 32 each; vhost-blk with one shared
+# worker and with a worker per queue; qsd with its one iothread; io_uring.
+if want scaling; then
+	msg "scaling: null_blk 0us"
+	start_qsd "$nb0" "$sock" 0
+	bench "null_blk 0us" scaling -d "$nb0" -s "$sock" "${common[@]}" \
+		-r randread -q 32 -n 1,2,4 -w shared -p 0 --vu-poll 0
 	stop_qsd
-done
+	bench "null_blk 0us" scaling -d "$nb0" "${common[@]}" -b vhost-blk \
+		-r randread -q 32 -n 2,4 -w per-queue
+fi
+
+# Notification policy: polling off on both sides.
+if want notify; then
+	msg "notify: null_blk 280us"
+	start_qsd "$nb280" "$sock" 0
+	bench "null_blk 280us" notify -d "$nb280" -s "$sock" "${common[@]}" \
+		-b vhost-blk,vhost-user -q 1 -n 1 -e on,off --vu-poll 0
+	bench "null_blk 280us" notify -d "$nb280" -s "$sock" "${common[@]}" \
+		-b vhost-blk,vhost-user -q 64 -n all -e on,off --vu-poll 0
+	stop_qsd
+fi
+
+# vhost-blk's busy-poll sweep, on a blk-mq disk and a bio-based one.
+if want poll; then
+	for d in "null_blk 0us|$nb0" "brd|/dev/ram0"; do
+		IFS='|' read -r label dev <<<"$d"
+		msg "poll: $label"
+		bench "$label" poll -d "$dev" "${common[@]}" -b vhost-blk -q 1 -n 1 \
+			-p "$poll_sweep"
+	done
+fi
+
+# Completion polling (VHOST_BLK_POLL_COMPLETIONS) on the poll-queue
+# null_blk, with and without, next to io_uring with and without IOPOLL;
+# $rounds rounds.  Both vhost-blk rows busy-poll a fixed window of the
+# ceiling ($poll_max_us us): it takes a busy-polled ring for the worker to
+# reap, and under TCG the adaptive window never opens (see the poll
+# sweep).  A kernel without the flag: "unsupported" rows.
+if want cpoll; then
+	for r in $(seq "$rounds"); do
+		msg "cpoll round $r of $rounds"
+		bench "null_blk 0us" cpoll -d "$nb0" "${common[@]}" -b vhost-blk \
+			-r randread -q 1,32 -n 1 -p "$poll_max_us" \
+			--poll-completions off,on --round "$r"
+		bench "null_blk 0us" cpoll -d "$nb0" "${common[@]}" -b io_uring \
+			-r randread -q 1,32 -n 1 -u "${uring_all/sqpoll,/}" --round "$r"
+	done
+fi
 end=$(date +%s)
 
-# One document: what ran where, then every run.
-json_str() {
-	local s=$1
-	s=${s//\\/\\\\}
-	s=${s//\"/\\\"}
-	printf '"%s"' "$s"
-}
+# One document: what ran where, then every run.  Written by jq, read by jq
+# (summary.sh, plot.sh): a field added to the runs cannot break a reader.
+disks_json=$(for d in "${disks[@]}"; do
+	IFS='|' read -r label dev desc <<<"$d"
+	jq -cn --arg lbl "$label" --arg device "$dev" --arg setup "$desc" \
+		'{"label": $lbl, device: $device, setup: $setup}'
+done | jq -cs .)
+emulated=false
+grep -q 'QEMU TCG' /proc/cpuinfo && emulated=true
+jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
+	--arg date "${VHOST_BLK_BENCH_DATE:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}" \
+	--arg env "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" \
+	--argjson emulated "$emulated" \
+	--argjson vcpus "$ncpu" \
+	--argjson mem_mib "$(($(sed -n 's/^MemTotal:[[:space:]]*\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))" \
+	--arg kernel "$(uname -r)" \
+	--arg qsd "$("$qsd_bin" --version | head -n 1)" \
+	--arg qsd_export "--object iothread,id=io0,poll-max-ns=N --blockdev driver=host_device,cache.direct=on,aio=io_uring --export type=vhost-user-blk,iothread=io0,num-queues=$qsd_queues" \
+	--arg qsd_multi "$qsd_multi" \
+	--argjson poll_max_us "$poll_max_us" --argjson rounds "$rounds" \
+	--arg uring_modes "$uring_all" --arg only "$only" \
+	--arg commit "${VHOST_BLK_BENCH_COMMIT:-unknown}" \
+	--arg host_cpus "${VHOST_BLK_BENCH_HOST_CPUS:-unknown}" \
+	--arg host_load "${VHOST_BLK_BENCH_HOST_LOAD:-unknown}" \
+	--argjson runtime "$runtime" --argjson ramp "$ramp" \
+	--argjson wall "$((end - start))" '
 {
-	printf '{"meta":{'
-	printf '"tool":"vhost-blk-bench","format":1'
-	printf ',"date":%s' "$(json_str "${VHOST_BLK_BENCH_DATE:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}")"
-	printf ',"environment":%s' "$(json_str "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | awk 'NR == 1')")"
-	if grep -q 'QEMU TCG' /proc/cpuinfo; then
-		printf ',"emulated":true,"note":"Measured under QEMU TCG emulation (software CPU): not hardware figures. Compare ratios and per-request counts only."'
-	else
-		printf ',"emulated":false'
-	fi
-	printf ',"vcpus":%d' "$ncpu"
-	printf ',"guest_kernel":%s' "$(json_str "$(uname -r)")"
-	printf ',"qemu_storage_daemon":%s' "$(json_str "$("$qsd_bin" --version | awk 'NR == 1')")"
-	printf ',"qsd_export":%s' "$(json_str "--object iothread,id=io0 --blockdev driver=host_device,cache.direct=on,aio=io_uring --export type=vhost-user-blk,iothread=io0,num-queues=$ncpu")"
-	printf ',"commit":%s' "$(json_str "${VHOST_BLK_BENCH_COMMIT:-unknown}")"
-	printf ',"host_cpus":%s' "$(json_str "${VHOST_BLK_BENCH_HOST_CPUS:-unknown}")"
-	printf ',"host_loadavg_before":%s' "$(json_str "${VHOST_BLK_BENCH_HOST_LOAD:-unknown}")"
-	printf ',"runtime_s":%s,"ramp_s":%s' "$runtime" "$ramp"
-	printf ',"matrix_wall_s":%d' "$((end - start))"
-	printf ',"total_wall_s":null'
-	printf ',"disks":['
-	sep=
-	for d in "${disks[@]}"; do
-		IFS='|' read -r label dev desc <<<"$d"
-		printf '%s{"label":%s,"device":%s,"setup":%s}' "$sep" \
-			"$(json_str "$label")" "$(json_str "$dev")" "$(json_str "$desc")"
-		sep=,
-	done
-	printf ']},\n"runs":[\n'
-	sed '$!s/$/,/' "$out/runs.jsonl"
-	printf ']}\n'
-} >"$out/result.json"
+	meta: ({
+		tool: "vhost-blk-bench", format: 2, date: $date,
+		environment: $env, emulated: $emulated,
+		vcpus: $vcpus, guest_mem_mib: $mem_mib, guest_kernel: $kernel,
+		vm: "\($vcpus) vCPUs, \($mem_mib) MiB usable (the test VM\u0027s default size), on a \($host_cpus)-CPU host",
+		qemu_storage_daemon: $qsd, qsd_export: $qsd_export,
+		qsd_multi_iothread: $qsd_multi,
+		poll_max_us: $poll_max_us,
+		polling_rows: "off: vhost-blk busyloop 0, qsd iothread poll-max-ns=0; adaptive: vhost-blk VHOST_BLK_POLL_ADAPTIVE and qsd poll-max-ns, both with a ceiling of \($poll_max_us) us (QEMU\u0027s default)",
+		uring_modes: $uring_modes,
+		rounds: $rounds, experiments: $only,
+		cpu_counted: "cpu_us_per_req = back-end threads (schedstat run time: vhost-PID workers; every qsd thread; every thread of the tool for io_uring, SQPOLL thread included) + all CPUs\u0027 irq + softirq time from /proc/stat, over the measured window, per request",
+		commit: $commit, host_cpus: $host_cpus,
+		host_loadavg_before: $host_load,
+		runtime_s: $runtime, ramp_s: $ramp,
+		matrix_wall_s: $wall, total_wall_s: null,
+		disks: $disks
+	} + if $emulated then {note: "Measured under QEMU TCG emulation (software CPU): not hardware figures. Compare ratios and per-request counts only."} else {} end),
+	runs: $runs
+}' | jq -L "$dir" 'include "bench"; with_summary' >"$out/result.json"
 
 bash "$dir/summary.sh" "$out/result.json" >"$out/summary.md" ||
 	msg "summary.sh failed"

@@ -139,3 +139,23 @@ uint64_t cpu_diff(const struct cpu_sample *a, const struct cpu_sample *b)
 	}
 	return sum;
 }
+
+int cpu_irq_ns(uint64_t *ns)
+{
+	unsigned long long user, nice, sys, idle, iowait, irq, softirq;
+	char buf[512];
+	int err = read_small("/proc/stat", buf, sizeof(buf));
+
+	if (err) {
+		fprintf(stderr, "vhost-blk-bench: /proc/stat: %s\n",
+			strerror(-err));
+		return err;
+	}
+	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice,
+		   &sys, &idle, &iowait, &irq, &softirq) != 7) {
+		fprintf(stderr, "vhost-blk-bench: /proc/stat: no \"cpu\" line with irq and softirq\n");
+		return -EINVAL;
+	}
+	*ns = (irq + softirq) * (1000000000ULL / (uint64_t)sysconf(_SC_CLK_TCK));
+	return 0;
+}

@@ -42,5 +42,11 @@ int cpu_sample(const struct cpu_sel *sel, struct cpu_sample *s);
 uint64_t cpu_diff(const struct cpu_sample *a, const struct cpu_sample *b);
 /* Number of threads @sel matches now (-errno on failure). */
 int cpu_count(const struct cpu_sel *sel);
+/*
+ * Interrupt and softirq time of all CPUs so far, in ns, from the irq and
+ * softirq columns of /proc/stat's "cpu" line (USER_HZ units): 0, or
+ * -errno (reported).
+ */
+int cpu_irq_ns(uint64_t *ns);
 
 #endif /* VBB_CPU_H */

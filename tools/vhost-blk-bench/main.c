@@ -27,7 +27,7 @@ struct uint_list {
 struct matrix {
 	bool be[BE_NR];
 	bool be_given;
-	struct uint_list rw, iodepth, queues, event_idx, poll;
+	struct uint_list rw, iodepth, queues, event_idx, poll, cpoll, uring;
 };
 
 static void usage(FILE *f)
@@ -48,6 +48,9 @@ static void usage(FILE *f)
 "  vhost-user    the vhost-user-blk back-end on --socket (e.g. qemu-storage-\n"
 "                daemon --export type=vhost-user-blk); CPU: its process\n"
 "  io_uring      --dev from userspace, O_DIRECT; CPU: this tool's threads\n"
+"                (its SQPOLL thread included)\n"
+"For every back-end the CPU time per request adds all CPUs' irq and softirq\n"
+"time (/proc/stat) over the window; the JSON has both parts.\n"
 "\n"
 "Options:\n"
 "  -d, --dev PATH        block device (or file) for vhost-blk and io_uring\n"
@@ -61,6 +64,18 @@ static void usage(FILE *f)
 "  -p, --poll LIST       vhost-blk busy polling: timeouts in us (0 = off),\n"
 "                        'adaptive' (ceiling 32 us) or 'adaptive:MAX'\n"
 "                        (default 0)\n"
+"      --poll-completions LIST  vhost-blk: off,on: ask the worker to poll\n"
+"                        its bios' completions (VHOST_BLK_POLL_COMPLETIONS,\n"
+"                        with busy polling; default off).  A kernel without\n"
+"                        it refuses the flag: the run is reported as\n"
+"                        unsupported, not as failed\n"
+"  -u, --uring LIST      io_uring set-ups: plain (default), sqpoll\n"
+"                        (registered file and buffers, one SQPOLL thread),\n"
+"                        iopoll (registered file and buffers, IOPOLL: the\n"
+"                        disk needs poll queues)\n"
+"      --vu-poll SPEC    what the vhost-user back-end polls, for the\n"
+"                        reports only (0, N us, adaptive:MAX), e.g. qsd's\n"
+"                        iothread poll-max-ns; default unknown\n"
 "  -w, --workers MODE    vhost-blk: 'shared' (one worker per device, the\n"
 "                        default) or 'per-queue' (VHOST_NEW_WORKER)\n"
 "  -c, --cpus MODE       'any' (the default: the scheduler places every\n"
@@ -69,6 +84,10 @@ static void usage(FILE *f)
 "                        vhost-user back-end process) on the last CPU\n"
 "  -t, --runtime SEC     measured time per run (default 3)\n"
 "      --ramp SEC        unmeasured warm-up before it (default 0.5)\n"
+"      --repeat N        run the whole list N times over (default 1), round\n"
+"                        after round; each run says its round (\"rep\")\n"
+"      --round N         number the first round N (default 1), for rounds\n"
+"                        made of several invocations\n"
 "      --ios N           count-based instead: N requests per queue, all\n"
 "                        measured, no warm-up\n"
 "      --bs BYTES        request size (default 4096)\n"
@@ -157,13 +176,16 @@ static void list_item(const char *opt, struct uint_list *l, const char *s)
 			v = RW_WRITE;
 		else
 			die_usage("--rw: '%s' is neither randread nor randwrite", s);
-	} else if (!strcmp(opt, "--event-idx")) {
+	} else if (!strcmp(opt, "--event-idx") ||
+		   !strcmp(opt, "--poll-completions")) {
 		if (!strcmp(s, "on") || !strcmp(s, "1"))
 			v = 1;
 		else if (!strcmp(s, "off") || !strcmp(s, "0"))
 			v = 0;
-		else
+		else if (!strcmp(opt, "--event-idx"))
 			die_usage("--event-idx: '%s' is neither on nor off", s);
+		else
+			die_usage("--poll-completions: '%s' is neither on nor off", s);
 	} else if (!strcmp(opt, "--queues") && !strcmp(s, "all")) {
 		v = (int)online_cpus();
 	} else if (!strcmp(opt, "--poll") && !strncmp(s, "adaptive", 8)) {
@@ -177,6 +199,12 @@ static void list_item(const char *opt, struct uint_list *l, const char *s)
 			die_usage("--poll: '%s': the ceiling must be above 0", s);
 	} else if (!strcmp(opt, "--poll")) {
 		v = (int)parse_num(opt, s, 1000000);
+	} else if (!strcmp(opt, "--uring")) {
+		for (v = 0; v < URING_NR; v++)
+			if (!strcmp(s, uring_name((enum uring_mode)v)))
+				break;
+		if (v == URING_NR)
+			die_usage("--uring: '%s' is none of plain, sqpoll, iopoll", s);
 	} else if (!strcmp(opt, "--iodepth")) {
 		v = (int)parse_num(opt, s, BENCH_MAX_DEPTH);
 		if (!v)
@@ -317,8 +345,11 @@ static int smoke_check(const struct opts *o, const struct result *r,
 			     (unsigned long long)d->notifies);
 	}
 #undef SMOKE_EXPECT
-	printf("%sok %u - %s %s qd%u %uq: %llu requests, %llu bytes\n",
-	       nwhy ? "not " : "", num, be_name(r->p.be), rw_name(r->p.rw),
+	printf("%sok %u - %s%s%s %s qd%u %uq: %llu requests, %llu bytes\n",
+	       nwhy ? "not " : "", num, be_name(r->p.be),
+	       r->p.be == BE_URING ? " " : "",
+	       r->p.be == BE_URING ? uring_name(r->p.uring) : "",
+	       rw_name(r->p.rw),
 	       r->p.iodepth, r->p.queues, (unsigned long long)t->completed,
 	       (unsigned long long)t->bytes);
 	for (i = 0; i < nwhy; i++)
@@ -350,34 +381,45 @@ static void progress(const struct opts *o, unsigned int i, unsigned int n,
 	if (o->quiet)
 		return;
 	figures_of(r, &f);
-	fprintf(stderr, "[%u/%u] %s %s qd%u %uq eidx=%d poll=%d%s: ", i, n,
-		be_name(r->p.be), rw_name(r->p.rw), r->p.iodepth, r->p.queues,
-		r->p.event_idx, r->p.poll_us, r->p.poll_adaptive ? "a" : "");
-	if (r->ok)
+	fprintf(stderr, "[%u/%u] %s%s%s %s qd%u %uq eidx=%d poll=%d%s%s: ",
+		i, n, be_name(r->p.be), r->p.be == BE_URING ? "/" : "",
+		r->p.be == BE_URING ? uring_name(r->p.uring) : "",
+		rw_name(r->p.rw), r->p.iodepth, r->p.queues, r->p.event_idx,
+		r->p.poll_us, r->p.poll_adaptive ? "a" : "",
+		r->p.poll_completions == 1 ? " cpoll" : "");
+	if (r->unsupported)
+		fprintf(stderr, "unsupported by this kernel\n");
+	else if (r->ok)
 		fprintf(stderr, "%.0f IOPS, %.1f us\n", f.iops, f.lat_mean_us);
 	else
 		fprintf(stderr, "FAILED\n");
 }
 
-/* Expand the matrix; @pts may be NULL to count. */
-static unsigned int matrix_points(const struct matrix *m, struct point *pts)
+/* Expand the matrix, @reps times over; @pts may be NULL to count. */
+static unsigned int matrix_points(const struct matrix *m,
+				  const struct opts *o, struct point *pts)
 {
-	unsigned int n = 0, a, b, c, d, e;
+	unsigned int n = 0, a, b, c, d, e, f, rep;
 	int be;
 
+	for (rep = 1; rep <= o->repeat; rep++)
 	for (a = 0; a < m->rw.n; a++)
 	for (b = 0; b < m->queues.n; b++)
 	for (c = 0; c < m->iodepth.n; c++)
 	for (d = 0; d < m->event_idx.n; d++)
 	for (be = 0; be < BE_NR; be++) {
+		/* The lists that apply to this back-end only. */
+		unsigned int ne = be == BE_VHOST_BLK ? m->poll.n : 1;
+		unsigned int nf = be == BE_VHOST_BLK ? m->cpoll.n :
+				  be == BE_URING ? m->uring.n : 1;
+
 		if (!m->be[be])
 			continue;
 		/* io_uring has no rings to negotiate: run it once. */
 		if (be == BE_URING && d)
 			continue;
-		for (e = 0; e < m->poll.n; e++) {
-			if (be != BE_VHOST_BLK && e)
-				break;
+		for (e = 0; e < ne; e++)
+		for (f = 0; f < nf; f++) {
 			if (pts) {
 				struct point *p = &pts[n];
 
@@ -387,10 +429,19 @@ static unsigned int matrix_points(const struct matrix *m, struct point *pts)
 				p->iodepth = (unsigned int)m->iodepth.v[c];
 				p->event_idx = be == BE_URING ? -1 :
 					       m->event_idx.v[d];
-				p->poll_us = be == BE_VHOST_BLK ?
-					     m->poll.v[e] : -1;
-				p->poll_adaptive = be == BE_VHOST_BLK &&
-						   m->poll.adaptive[e];
+				p->poll_us = be == BE_VHOST_BLK ? m->poll.v[e] :
+					     be == BE_VHOST_USER ? o->vu_poll_us :
+					     -1;
+				p->poll_adaptive = be == BE_VHOST_BLK ?
+						   m->poll.adaptive[e] :
+						   be == BE_VHOST_USER &&
+						   o->vu_poll_adaptive;
+				p->poll_completions = be == BE_VHOST_BLK ?
+						      m->cpoll.v[f] : -1;
+				p->uring = be == BE_URING ?
+					   (enum uring_mode)m->uring.v[f] :
+					   URING_PLAIN;
+				p->rep = o->round + rep - 1;
 			}
 			n++;
 		}
@@ -401,7 +452,8 @@ static unsigned int matrix_points(const struct matrix *m, struct point *pts)
 int main(int argc, char **argv)
 {
 	enum { O_RAMP = 256, O_IOS, O_BS, O_RING, O_DIRECT, O_SIZE, O_SEED,
-	       O_LABEL, O_TAG, O_ENV, O_JSON, O_SMOKE, O_QUIET };
+	       O_LABEL, O_TAG, O_ENV, O_JSON, O_SMOKE, O_QUIET, O_CPOLL,
+	       O_REPEAT, O_ROUND, O_VU_POLL };
 	static const struct option longopts[] = {
 		{ "dev", required_argument, NULL, 'd' },
 		{ "socket", required_argument, NULL, 's' },
@@ -411,6 +463,11 @@ int main(int argc, char **argv)
 		{ "queues", required_argument, NULL, 'n' },
 		{ "event-idx", required_argument, NULL, 'e' },
 		{ "poll", required_argument, NULL, 'p' },
+		{ "poll-completions", required_argument, NULL, O_CPOLL },
+		{ "uring", required_argument, NULL, 'u' },
+		{ "vu-poll", required_argument, NULL, O_VU_POLL },
+		{ "repeat", required_argument, NULL, O_REPEAT },
+		{ "round", required_argument, NULL, O_ROUND },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "runtime", required_argument, NULL, 't' },
@@ -432,7 +489,8 @@ int main(int argc, char **argv)
 	};
 	struct opts o = {
 		.ramp_s = 0.5, .runtime_s = 3, .bs = 4096, .ring = 256,
-		.indirect = true, .seed = 1,
+		.indirect = true, .seed = 1, .repeat = 1, .round = 1,
+		.vu_poll_us = -1,
 	};
 	struct matrix m = { 0 };
 	struct point *pts;
@@ -446,8 +504,10 @@ int main(int argc, char **argv)
 	parse_list("--queues", &m.queues, "1");
 	parse_list("--event-idx", &m.event_idx, "on");
 	parse_list("--poll", &m.poll, "0");
+	parse_list("--poll-completions", &m.cpoll, "off");
+	parse_list("--uring", &m.uring, "plain");
 
-	while ((c = getopt_long(argc, argv, "d:s:b:r:q:n:e:p:w:c:t:h", longopts,
+	while ((c = getopt_long(argc, argv, "d:s:b:r:q:n:e:p:u:w:c:t:h", longopts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'd': o.dev = optarg; break;
@@ -458,6 +518,28 @@ int main(int argc, char **argv)
 		case 'n': parse_list("--queues", &m.queues, optarg); nq_given = true; break;
 		case 'e': parse_list("--event-idx", &m.event_idx, optarg); break;
 		case 'p': parse_list("--poll", &m.poll, optarg); break;
+		case 'u': parse_list("--uring", &m.uring, optarg); break;
+		case O_CPOLL:
+			parse_list("--poll-completions", &m.cpoll, optarg);
+			break;
+		case O_VU_POLL: {
+			struct uint_list l = { 0 };
+
+			parse_list("--poll", &l, optarg);
+			if (l.n != 1)
+				die_usage("--vu-poll: '%s' is not one value", optarg);
+			o.vu_poll_us = l.v[0];
+			o.vu_poll_adaptive = l.adaptive[0];
+			break;
+		}
+		case O_REPEAT:
+			o.repeat = (unsigned int)parse_num("--repeat", optarg, 100);
+			if (!o.repeat)
+				die_usage("--repeat: '%s': at least 1", optarg);
+			break;
+		case O_ROUND:
+			o.round = (unsigned int)parse_num("--round", optarg, 1000000);
+			break;
 		case 'w':
 			if (!strcmp(optarg, "shared"))
 				o.workers = WORKERS_SHARED;
@@ -533,14 +615,14 @@ int main(int argc, char **argv)
 	if (!o.env)
 		o.env = detect_env();
 
-	n = matrix_points(&m, NULL);
+	n = matrix_points(&m, &o, NULL);
 	pts = calloc(n, sizeof(*pts));
 	res = calloc(n, sizeof(*res));
 	if (!pts || !res) {
 		bench_err("out of memory for %u runs", n);
 		return 1;
 	}
-	matrix_points(&m, pts);
+	matrix_points(&m, &o, pts);
 	if (o.smoke)
 		printf("TAP version 13\n1..%u\n", n);
 	if (!o.quiet && report_emulated(&o))
@@ -550,12 +632,18 @@ int main(int argc, char **argv)
 	for (i = 0; i < n; i++) {
 		int err = run_point(&o, &pts[i], &res[i]);
 
-		if (err || !res[i].ok) {
+		if (res[i].unsupported) {
+			res[i].ok = false;
+		} else if (err || !res[i].ok) {
 			res[i].ok = false;
 			failed++;
 		}
 		progress(&o, i + 1, n, &res[i]);
-		if (o.smoke && smoke_check(&o, &res[i], i + 1))
+		if (o.smoke && res[i].unsupported)
+			printf("ok %u - %s qd%u %uq # SKIP unsupported by this kernel\n",
+			       i + 1, be_name(res[i].p.be), res[i].p.iodepth,
+			       res[i].p.queues);
+		else if (o.smoke && smoke_check(&o, &res[i], i + 1))
 			failed++;
 	}
 

@@ -2,14 +2,20 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Draw a vhost-blk-bench result document (bench.sh's result.json) as one
-# PNG with gnuplot: IOPS against iodepth, the vhost-blk ratios, the
-# notification experiment and the polling sweep.
+# PNG with gnuplot: the headline medians with their spread (IOPS, CPU per
+# request), the goals, scaling, the matrix ratios, completion polling, the
+# notification experiment and the polling sweep.  The document is read
+# with jq (bench.jq); each panel's table is written by jq, never parsed
+# from text.
 #
 #   plot.sh RESULT.json OUT.png
 
+# The jq programs are in single quotes on purpose: $x is jq's, not the shell's.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 me=${0##*/}
+dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [ $# -ne 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
 	echo "Usage: $me RESULT.json OUT.png" >&2
 	exit 2
@@ -18,188 +24,164 @@ in=$1
 png=$2
 [ -r "$in" ] || { echo "$me: cannot read $in" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "$me: gnuplot not found (Debian: gnuplot-nox)" >&2; exit 1; }
+command -v jq >/dev/null || { echo "$me: jq not found (Debian: jq)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${VBB_PLOT_KEEP:-}" ] || rm -rf "$tmp"' EXIT
 
-# Split the runs into one small table per plotted series.
-awk -v dir="$tmp" '
-function get(line, key,    v) {
-	if (!match(line, "\"" key "\":(\"[^\"]*\"|[^,}]*)"))
-		return ""
-	v = substr(line, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
-	gsub(/"/, "", v)
-	return v == "null" ? "" : v
-}
-# The text of the object "key":{...} (no nesting inside it).
-function obj(line, key) {
-	if (!match(line, "\"" key "\":\\{[^}]*\\}"))
-		return ""
-	return substr(line, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
-}
-function slug(s) { gsub(/[^A-Za-z0-9]+/, "_", s); return s }
-/^\{"meta"/ {
-	printf "%s\n", get($0, "date") > (dir "/date")
-	printf "%s\n", get($0, "emulated") > (dir "/emulated")
-	printf "%s\n", get($0, "vcpus") > (dir "/vcpus")
-	next
-}
-/^\{"tool"/ {
-	xp = get($0, "experiment")
-	if (get($0, "ok") != "true")
-		next
-	if (xp == "matrix") {
-		q = get($0, "queues") == 1 ? "1q" : "allq"
-		f = dir "/m_" slug(get($0, "label")) "_" get($0, "rw") "_" q "_" slug(get($0, "backend"))
-		print get($0, "iodepth"), get($0, "iops"), get($0, "lat_mean_us"), \
-		      get($0, "be_cpu_us_per_req") >> f
-		if (get($0, "backend") == "vhost-blk") {
-			f = dir "/r_" slug(get($0, "label")) "_" get($0, "rw") "_" q
-			vu = get(obj($0, "vs_vhost_user"), "iops")
-			raw = get(obj($0, "vs_io_uring"), "iops")
-			print get($0, "iodepth"), vu == "" ? "NaN" : vu, \
-			      raw == "" ? "NaN" : raw >> f
-		}
-	} else if (xp == "notify") {
-		be = get($0, "backend") == "vhost-user" ? "qsd" : "vhost-blk"
-		k = be "\\nqd" get($0, "iodepth") " x" get($0, "queues") "q"
-		e = get($0, "event_idx") == "true" ? "on" : "off"
-		notif[k, e] = get($0, "notif_per_req")
-		lat[k, e] = get($0, "lat_mean_us")
-		if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
-	} else if (xp == "poll") {
-		p = get($0, "poll_us")
-		if (get($0, "poll_adaptive") == "true")
-			p = "a" p
-		f = dir "/poll_" slug(get($0, "label"))
-		print ++np[f], "\"" p "\"", get($0, "iops"), get($0, "be_cpu_us_per_req"), \
-		      get($0, "kicks_per_req"), get($0, "lat_mean_us") >> f
-	}
-}
-END {
-	for (i = 1; i <= nk; i++)
-		printf "\"%s\" %s %s %s %s\n", keys[i], notif[keys[i], "on"] + 0, \
-			notif[keys[i], "off"] + 0, lat[keys[i], "on"] + 0, \
-			lat[keys[i], "off"] + 0 >> (dir "/notify")
-}' "$in"
+jq -L "$dir" 'include "bench"; if has("medians") then . else with_summary end' \
+	"$in" >"$tmp/doc.json"
 
-date=$(cat "$tmp/date" 2>/dev/null || echo "?")
-vcpus=$(cat "$tmp/vcpus" 2>/dev/null || echo "?")
-if [ "$(cat "$tmp/emulated" 2>/dev/null)" = true ]; then
-	title="vhost-blk-bench $date -- UNDER QEMU TCG EMULATION ($vcpus vCPUs): not hardware figures; compare ratios and per-request counts only"
-else
-	title="vhost-blk-bench $date ($vcpus vCPUs)"
-fi
+# q EXPR >FILE: one table for gnuplot, from the document.
+q() { jq -r -L "$dir" "include \"bench\"; $1" "$tmp/doc.json"; }
 
-series() {	# file title style
-	[ -s "$tmp/$1" ] && printf "'%s' using 1:2 with linespoints %s title '%s', " \
-		"$tmp/$1" "$3" "$2"
-	return 0
-}
+# Shared helpers: a label for gnuplot, a number or NaN.
+h='def gq: "\"" + (tostring | gsub("\""; "")) + "\"";
+   def n: if type == "number" then tostring else "NaN" end;
+   def be: if .backend == "vhost-user" then "qsd"
+	   elif .backend == "io_uring" then "io_uring " + (.uring_mode // "plain")
+	   else "vhost-blk" end;
+   def cfg: be + (if .backend == "io_uring" then "" else " " + (.polling // "off") end);'
 
-p1=$(series m_null_blk_280us_randread_1q_vhost_blk "vhost-blk" "lc 1 pt 7"
-     series m_null_blk_280us_randread_1q_vhost_user "qemu-storage-daemon" "lc 2 pt 5"
-     series m_null_blk_280us_randread_1q_io_uring "io_uring (raw)" "lc 3 pt 9"
-     series m_null_blk_280us_randread_allq_vhost_blk "vhost-blk, all queues" "lc 1 dt 2 pt 6"
-     series m_null_blk_280us_randread_allq_vhost_user "qsd, all queues" "lc 2 dt 2 pt 4"
-     series m_null_blk_280us_randread_allq_io_uring "io_uring, all queues" "lc 3 dt 2 pt 8")
-p2=$(series m_brd_randread_1q_vhost_blk "vhost-blk" "lc 1 pt 7"
-     series m_brd_randread_1q_vhost_user "qemu-storage-daemon" "lc 2 pt 5"
-     series m_brd_randread_1q_io_uring "io_uring (raw)" "lc 3 pt 9"
-     series m_brd_randread_allq_vhost_blk "vhost-blk, all queues" "lc 1 dt 2 pt 6"
-     series m_brd_randread_allq_vhost_user "qsd, all queues" "lc 2 dt 2 pt 4"
-     series m_brd_randread_allq_io_uring "io_uring, all queues" "lc 3 dt 2 pt 8")
-p3=
-n=1
-for d in null_blk_0us null_blk_280us brd; do
-	for rw in randread randwrite; do
-		f=$tmp/r_${d}_${rw}_1q
-		[ -s "$f" ] || continue
-		dt=1
-		[ "$rw" = randwrite ] && dt=2
-		p3+="'$f' using 1:2 with linespoints lc $n dt $dt pt 7 title '${d//_/ } $rw', "
-	done
-	n=$((n + 1))
+# Headline: one line per configuration, qd1 x1q and qd32 x2q side by side,
+# median min max of IOPS and of CPU per request.
+q "$h"' [.medians[] | select(.experiment == "headline" and .status == "ok")] |
+   group_by(cfg)[] | . as $g |
+   def at($qd): [$g[] | select(.iodepth == $qd)] | first // null;
+   def s($x; f): if $x == null then "NaN NaN NaN" else
+	"\($x | f | .median | n) \($x | f | .min | n) \($x | f | .max | n)" end;
+   "\($g[0] | cfg | gq) \(s(at(1); .iops)) \(s(at(32); .iops)) \(s(at(1); .cpu_us_per_req)) \(s(at(32); .cpu_us_per_req))"' \
+	>"$tmp/headline"
+q "$h"' .goals[] | "\(.goal | gsub(", "; "\\n") | gq) \(.ratio | n) \(.target) \(.ratio_min | n) \(.ratio_max | n)"' \
+	>"$tmp/goals"
+for s in "vhost-blk shared" "vhost-blk per-queue" "vhost-user " "io_uring "; do
+	read -r b w <<<"$s"
+	q "$h"' .medians[] | select(.experiment == "scaling" and .status == "ok" and
+	   .backend == "'"$b"'" and ("'"$w"'" == "" or .workers == "'"$w"'")) |
+	   "\(.queues) \(.iops.median | n) \(.cpu_us_per_req.median | n)"' | sort -n \
+		>"$tmp/scale_${b}_${w:-all}"
 done
+q "$h"' [.medians[] | select(.experiment == "matrix" and .status == "ok")] |
+   group_by([.label, .rw, .iodepth]) [] | . as $g |
+   def r($p): ([$g[] | select(.backend == "vhost-blk" and .polling == $p)] | first) as $a |
+	      ([$g[] | select(.backend == "vhost-user" and .polling == $p)] | first) as $b |
+	      if $a and $b and $b.iops.median > 0 then $a.iops.median / $b.iops.median else null end;
+   ([$g[] | select(.backend == "vhost-blk" and .polling != "off")] | first | .polling) as $ap |
+   "\("\($g[0].label)\\n\($g[0].rw) qd\($g[0].iodepth)" | gq) \(r("off") | n) \(r($ap) | n)"' \
+	>"$tmp/matrix"
+q "$h"' [.medians[] | select(.experiment == "cpoll" and .status == "ok")] | .[] |
+   "\("\(be)\(if .poll_completions then " +cpoll" else "" end)\\nqd\(.iodepth)" | gq) \(.iops.median | n) \(.iops.min | n) \(.iops.max | n)"' \
+	>"$tmp/cpoll"
+q "$h"' [.medians[] | select(.experiment == "notify")] | group_by([.backend, .iodepth, .queues])[] |
+   . as $g | def e($on): [$g[] | select(.event_idx == $on)] | first // {};
+   "\("\($g[0] | be)\\nqd\($g[0].iodepth) x\($g[0].queues)q" | gq) \(e(true).notif_per_req.median | n) \(e(false).notif_per_req.median | n)"' \
+	>"$tmp/notify"
+for d in "null_blk 0us" brd; do
+	q "$h"' [.medians[] | select(.experiment == "poll" and .label == "'"$d"'" and .status == "ok")] |
+	   to_entries[] | "\(.key) \(.value.polling | gq) \(.value.iops.median | n) \(.value.cpu_us_per_req.median | n)"' \
+		>"$tmp/poll_${d// /_}"
+done
+
+# gnuplot refuses a histogram series with no valid point: a missing
+# figure is drawn as a bar of 0 there (the summary says "-" or why).
+sed -i 's/NaN/0/g' "$tmp/headline" "$tmp/goals" "$tmp/matrix" "$tmp/cpoll" "$tmp/notify"
+
+title=$(jq -r '.meta | "vhost-blk-bench \(.date) -- " +
+	(if .emulated then "UNDER QEMU TCG EMULATION (\(.vm // "\(.vcpus) vCPUs")): not hardware figures; compare ratios and per-request counts only"
+	 else "\(.vm // "\(.vcpus) vCPUs")" end)' "$tmp/doc.json")
+rounds=$(jq -r '.meta.rounds // 1' "$tmp/doc.json")
+
+# plot_or_empty FILE PLOT-COMMAND: an empty panel when FILE has no number
+# to plot (gnuplot refuses a histogram of NaNs).
+plot_or_empty() {
+	if grep -qE ' [0-9]' "$1"; then echo "$2"; else echo "plot 0 notitle"; fi
+}
 
 {
 	cat <<EOF
-set terminal pngcairo size 1800,1050 font 'sans,10' noenhanced
+set terminal pngcairo size 2200,1100 font 'sans,9' noenhanced
 set output '$png'
-set multiplot layout 2,3 title "$title" font 'sans,12'
-set grid
+set multiplot layout 2,4 title "$title" font 'sans,12'
+set grid ytics
 set key top left font 'sans,8'
-set logscale x 2
-set xrange [0.8:160]
-set xtics (1, 8, 32, 128)
-set xlabel 'iodepth per queue'
-set ylabel 'IOPS'
-set title '4k randread, null_blk irqmode=2 completion_nsec=280000'
-EOF
-	[ -n "$p1" ] && echo "plot ${p1%, }" || echo "plot 0 notitle"
-	echo "set title '4k randread, brd'"
-	[ -n "$p2" ] && echo "plot ${p2%, }" || echo "plot 0 notitle"
-	cat <<EOF
-set title 'vhost-blk IOPS / qemu-storage-daemon IOPS, 1 queue'
-set ylabel 'ratio'
-set logscale y 2
-EOF
-	[ -n "$p3" ] && echo "plot ${p3%, }, 1 with lines lc 'black' notitle" || echo "plot 1 notitle"
-	cat <<EOF
-unset logscale
-set xtics auto
-set autoscale x
-set title 'notification policy (null_blk 280us, randread): notifications per request (labels: mean latency)'
-set xlabel ''
-set ylabel 'notifications / request'
 set style data histograms
-set style histogram clustered gap 1
 set style fill solid 0.6 border -1
 set boxwidth 0.9
-set key top center horizontal
-set yrange [0:1.3]
-set bmargin 4
+set xtics rotate by -30 font 'sans,7'
+set bmargin 6
+set style histogram errorbars gap 1 lw 1
+set title 'headline (null_blk 0us randread): IOPS, median of $rounds, bars min-max (log)'
+set ylabel 'IOPS'
+set logscale y
+set yrange [*:*]
 EOF
-	if [ -s "$tmp/notify" ]; then
-		echo "plot '$tmp/notify' using 2:xtic(1) title 'EVENT_IDX on' lc 1, '' using 3 title 'EVENT_IDX off' lc 2, '' using 0:(\$2):(sprintf('%.0f us', \$4)) with labels offset -3,0.7 font 'sans,7' notitle, '' using 0:(\$3):(sprintf('%.0f us', \$5)) with labels offset 3,0.7 font 'sans,7' notitle"
-	else
-		echo "plot 0 notitle"
-	fi
+	plot_or_empty "$tmp/headline" "plot '$tmp/headline' using 2:3:4:xtic(1) title 'qd1 x1q', '' using 5:6:7 title 'qd32 x2q'"
+	echo "set title 'headline: CPU us per request (back-end threads + irq/softirq; log)'"
+	echo "set ylabel 'us / request'"
+	plot_or_empty "$tmp/headline" "plot '$tmp/headline' using 8:9:10:xtic(1) title 'qd1 x1q', '' using 11:12:13 title 'qd32 x2q'"
+	cat <<EOF
+set title 'goals: measured ratio of medians (bars: range) and target'
+set ylabel 'ratio'
+unset logscale y
+set yrange [0:*]
+set xtics rotate by -20 font 'sans,7'
+EOF
+	plot_or_empty "$tmp/goals" "plot '$tmp/goals' using 2:4:5:xtic(1) title 'measured', '' using 3:3:3 title 'target'"
 	cat <<EOF
 set style data linespoints
-set bmargin
-set yrange [0:*]
-set title 'vhost-blk busy polling, randread qd1: IOPS (solid), CPU us/req (dashed)'
-set xlabel 'busyloop timeout (us; aN = adaptive, at most N us)'
+set xtics norotate font 'sans,8'
+unset bmargin
+set title 'scaling: randread qd32 per queue, polling off'
+set xlabel 'queues'
 set ylabel 'IOPS'
-set y2label 'back-end CPU us / request'
-set ytics nomirror
-set y2tics
-set yrange [0:*]
-set y2range [0:*]
-set key top left
+set xrange [0.5:4.5]
+set xtics (1, 2, 4)
 EOF
-	p5=
-	p6=
+	p=
+	for f in "vhost-blk_shared|vhost-blk, one worker" "vhost-blk_per-queue|vhost-blk, a worker per queue" \
+		 "vhost-user_all|qsd, one iothread" "io_uring_all|io_uring plain"; do
+		IFS='|' read -r n t <<<"$f"
+		[ -s "$tmp/scale_$n" ] && p+="'$tmp/scale_$n' using 1:2 title '$t', "
+	done
+	[ -n "$p" ] && echo "plot ${p%, }" || echo "plot 0 notitle"
+	cat <<EOF
+unset xlabel
+set autoscale x
+set xtics auto rotate by -30 font 'sans,7'
+set bmargin 6
+set style data histograms
+set style histogram clustered gap 1
+set title 'matrix: vhost-blk IOPS / qsd IOPS (one round)'
+set ylabel 'ratio'
+EOF
+	plot_or_empty "$tmp/matrix" "plot '$tmp/matrix' using 2:xtic(1) title 'both polling off', '' using 3 title 'both adaptive', 1 with lines lc 'black' notitle"
+	echo "set style histogram errorbars gap 1 lw 1"
+	echo "set title 'completion polling (null_blk 0us, poll queues): IOPS, median, min-max'"
+	echo "set ylabel 'IOPS'"
+	plot_or_empty "$tmp/cpoll" "plot '$tmp/cpoll' using 2:3:4:xtic(1) notitle"
+	echo "set style histogram clustered gap 1"
+	echo "set title 'notifications per request (null_blk 280us, polling off)'"
+	echo "set ylabel 'notifications / request'"
+	plot_or_empty "$tmp/notify" "plot '$tmp/notify' using 2:xtic(1) title 'EVENT_IDX on', '' using 3 title 'EVENT_IDX off'"
+	cat <<EOF
+set style data linespoints
+set xtics norotate font 'sans,7'
+set title 'vhost-blk busy polling, randread qd1: IOPS (solid), CPU us/req (dashed)'
+set ylabel 'IOPS'
+set y2label 'CPU us / request'
+set y2tics
+set y2range [0:*]
+EOF
+	p=
 	n=1
 	for d in null_blk_0us brd; do
 		f=$tmp/poll_$d
 		[ -s "$f" ] || continue
-		p5+="'$f' using 1:3:xtic(2) with linespoints lc $n pt 7 title '${d//_/ } IOPS', "
-		p5+="'$f' using 1:4 axes x1y2 with linespoints lc $n dt 2 pt 5 title '${d//_/ } CPU us/req', "
-		p6+="'$f' using 1:5:xtic(2) with linespoints lc $n pt 7 title '${d//_/ }', "
+		p+="'$f' using 1:3:xtic(2) lc $n pt 7 title '${d//_/ } IOPS', "
+		p+="'$f' using 1:4 axes x1y2 lc $n dt 2 pt 5 title '${d//_/ } CPU', "
 		n=$((n + 1))
 	done
-	[ -n "$p5" ] && echo "plot ${p5%, }" || echo "plot 0 notitle"
-	cat <<EOF
-unset y2tics
-unset y2label
-set ytics mirror
-set title 'vhost-blk busy polling: guest kicks per request'
-set ylabel 'kicks / request'
-set yrange [0:*]
-EOF
-	[ -n "$p6" ] && echo "plot ${p6%, }" || echo "plot 0 notitle"
+	[ -n "$p" ] && echo "plot ${p%, }" || echo "plot 0 notitle"
 	echo "unset multiplot"
 } >"$tmp/plot.gp"
 

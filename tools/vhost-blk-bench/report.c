@@ -42,21 +42,40 @@ void figures_of(const struct result *res, struct figures *f)
 	f->syscalls = (double)t->m_syscalls / n;
 	f->be_cpu_us = (double)res->be_cpu_ns / 1e3 / n;
 	f->guest_cpu_us = (double)res->guest_cpu_ns / 1e3 / n;
+	f->irq_cpu_us = (double)res->irq_ns / 1e3 / n;
+	f->cpu_us = f->be_cpu_us + f->irq_cpu_us;
+}
+
+void polling_name(const struct point *p, char *buf, size_t len)
+{
+	if (p->be == BE_URING)
+		snprintf(buf, len, "%s", p->uring == URING_PLAIN ? "off" :
+			 uring_name(p->uring));
+	else if (p->poll_us < 0)
+		snprintf(buf, len, "unknown");
+	else if (p->poll_us == 0)
+		snprintf(buf, len, "off");
+	else
+		snprintf(buf, len, "%s:%d", p->poll_adaptive ? "adaptive" :
+			 "fixed", p->poll_us);
 }
 
 static void workload_name(const struct point *p, char *buf, size_t len)
 {
+	char poll[32];
 	int off;
 
 	off = snprintf(buf, len, "%s qd%u %uq", rw_name(p->rw), p->iodepth,
 		       p->queues);
 	if (p->event_idx == 0)
 		off += snprintf(buf + off, len - off, " no-eventidx");
-	if (p->be == BE_VHOST_BLK && p->poll_adaptive)
-		snprintf(buf + off, len - off, " poll=adaptive<=%dus",
-			 p->poll_us);
-	else if (p->be == BE_VHOST_BLK && p->poll_us > 0)
-		snprintf(buf + off, len - off, " poll=%dus", p->poll_us);
+	polling_name(p, poll, sizeof(poll));
+	if (strcmp(poll, "off") && strcmp(poll, "unknown"))
+		off += snprintf(buf + off, len - off, " poll=%s", poll);
+	if (p->poll_completions == 1)
+		off += snprintf(buf + off, len - off, " cpoll");
+	if (p->rep > 1)
+		snprintf(buf + off, len - off, " #%u", p->rep);
 }
 
 /* The run of kind @be that vhost-blk run @vb is compared with. */
@@ -72,7 +91,10 @@ static const struct result *report_match(const struct result *res,
 
 		if (p->be != be || !res[i].ok || !res[i].tot.m_done ||
 		    p->rw != vb->p.rw || p->iodepth != vb->p.iodepth ||
-		    p->queues != vb->p.queues)
+		    p->queues != vb->p.queues || p->rep != vb->p.rep)
+			continue;
+		/* vb/raw: against the plain ring. */
+		if (be == BE_URING && p->uring != URING_PLAIN)
 			continue;
 		if (be == BE_VHOST_USER && p->event_idx != vb->p.event_idx)
 			continue;
@@ -108,7 +130,7 @@ void report_table(FILE *out, const struct opts *o, const struct result *res,
 			report_env(o));
 	else
 		fprintf(out, "environment: %s\n", report_env(o));
-	fprintf(out, "%u-byte random I/O, %s, %s, %s.\nlatency in us; notif/r, kick/r: guest notifications and kicks per request; cpu/r: back-end CPU us per request;\nvb/vu, vb/raw: vhost-blk IOPS / vhost-user back-end IOPS, / io_uring IOPS; cpu/vu: vhost-blk cpu/r / vhost-user cpu/r\n",
+	fprintf(out, "%u-byte random I/O, %s, %s, %s.\nlatency in us; notif/r, kick/r: guest notifications and kicks per request; cpu/r: back-end CPU us per request (its threads + all irq/softirq time);\nvb/vu, vb/raw: vhost-blk IOPS / vhost-user back-end IOPS, / io_uring IOPS; cpu/vu: vhost-blk cpu/r / vhost-user cpu/r\n",
 		o->bs, o->ios ? "count-based" : "time-based",
 		o->workers == WORKERS_PER_QUEUE ? "one vhost worker per queue" :
 		"one vhost worker per device",
@@ -125,7 +147,13 @@ void report_table(FILE *out, const struct opts *o, const struct result *res,
 		char name[96];
 
 		workload_name(&r->p, name, sizeof(name));
-		fprintf(out, "%-42s %-10s", name, be_name(r->p.be));
+		fprintf(out, "%-42s %-10s", name, r->p.be == BE_URING &&
+			r->p.uring != URING_PLAIN ? uring_name(r->p.uring) :
+			be_name(r->p.be));
+		if (r->unsupported) {
+			fprintf(out, " unsupported by this kernel\n");
+			continue;
+		}
 		if (!r->ok) {
 			fprintf(out, " FAILED\n");
 			continue;
@@ -140,7 +168,7 @@ void report_table(FILE *out, const struct opts *o, const struct result *res,
 			cell(out, f.notif, " %*.2f", 7);
 			cell(out, f.kicks, " %*.2f", 7);
 		}
-		cell(out, f.be_cpu_us, " %*.1f", 8);
+		cell(out, f.cpu_us, " %*.1f", 8);
 		if (r->p.be == BE_VHOST_BLK) {
 			vu = report_match(res, n, r, BE_VHOST_USER);
 			raw = report_match(res, n, r, BE_URING);
@@ -201,11 +229,14 @@ static void json_ratios(FILE *f, const char *key, const struct figures *a,
 	json_num(f, "iops", ratio(a->iops, b.iops));
 	json_num(f, "lat_mean", ratio(a->lat_mean_us, b.lat_mean_us));
 	json_num(f, "be_cpu_per_req", ratio(a->be_cpu_us, b.be_cpu_us));
+	json_num(f, "cpu_per_req", ratio(a->cpu_us, b.cpu_us));
 	fputc('}', f);
 }
 
-static void json_dev_stats(FILE *f, const struct vhost_blk_vring_stats *d)
+static void json_dev_stats(FILE *f, const struct result *r)
 {
+	const struct vhost_blk_vring_stats *d = &r->dev;
+
 	fputs(",\"vhost_blk_stats\":{", f);
 	fprintf(f, "\"reqs_in\":%llu", (unsigned long long)d->reqs_in);
 	json_u64(f, "reqs_out", d->reqs_out);
@@ -221,6 +252,11 @@ static void json_dev_stats(FILE *f, const struct vhost_blk_vring_stats *d)
 	json_u64(f, "poll_ns", d->poll_ns);
 	json_u64(f, "inflight_max", d->inflight_max);
 	json_u64(f, "poll_window_ns", d->poll_window_ns);
+	if (r->have_cpoll_stats) {
+		json_u64(f, "polled_bios", d->polled_bios);
+		json_u64(f, "poll_reaped", d->poll_reaped);
+		json_u64(f, "poll_fallbacks", d->poll_fallbacks);
+	}
 	fputc('}', f);
 }
 
@@ -229,8 +265,10 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 {
 	const struct point *p = &r->p;
 	struct figures fig;
+	char poll[32];
 
 	figures_of(r, &fig);
+	polling_name(p, poll, sizeof(poll));
 	fprintf(f, "{\"tool\":\"%s\",\"date\":\"%s\",\"environment\":", BENCH_NAME,
 		when);
 	json_str(f, report_env(o));
@@ -261,6 +299,16 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 	else
 		fprintf(f, ",\"poll_us\":%d,\"poll_adaptive\":%s", p->poll_us,
 			p->poll_adaptive ? "true" : "false");
+	fprintf(f, ",\"polling\":\"%s\"", poll);
+	if (p->poll_completions < 0)
+		fputs(",\"poll_completions\":null", f);
+	else
+		fprintf(f, ",\"poll_completions\":%s",
+			p->poll_completions ? "true" : "false");
+	fprintf(f, ",\"uring_mode\":%s%s%s", p->be == BE_URING ? "\"" : "",
+		p->be == BE_URING ? uring_name(p->uring) : "null",
+		p->be == BE_URING ? "\"" : "");
+	json_u64(f, "rep", p->rep);
 	fprintf(f, ",\"workers\":\"%s\"", p->be != BE_VHOST_BLK ? "" :
 		o->workers == WORKERS_PER_QUEUE ? "per-queue" : "shared");
 	fprintf(f, ",\"cpus\":\"%s\"", o->split_cpus ? "split" : "any");
@@ -270,6 +318,8 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 	json_num(f, "ramp_s", o->ios ? 0 : o->ramp_s);
 	json_num(f, "secs", r->secs);
 	fprintf(f, ",\"ok\":%s", r->ok ? "true" : "false");
+	fprintf(f, ",\"status\":\"%s\"", r->unsupported ? "unsupported" :
+		r->ok ? "ok" : "failed");
 	json_u64(f, "capacity", r->capacity);
 	json_u64(f, "issued", r->tot.issued);
 	json_u64(f, "completed", r->tot.completed);
@@ -293,6 +343,8 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 		json_num(f, "kicks_suppressed_per_req", fig.kicks_suppressed);
 	}
 	json_num(f, "be_cpu_us_per_req", fig.be_cpu_us);
+	json_num(f, "irq_cpu_us_per_req", fig.irq_cpu_us);
+	json_num(f, "cpu_us_per_req", fig.cpu_us);
 	fputs(",\"be_cpu_of\":", f);
 	json_str(f, r->be_cpu_what);
 	json_u64(f, "be_threads", r->be_threads);
@@ -306,7 +358,7 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 		json_ratios(f, "vs_io_uring", &fig,
 			    report_match(res, n, r, BE_URING));
 		if (r->have_dev_stats)
-			json_dev_stats(f, &r->dev);
+			json_dev_stats(f, r);
 	}
 	fputs("}\n", f);
 }

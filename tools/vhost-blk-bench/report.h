@@ -16,9 +16,13 @@ struct figures {
 	double lat_mean_us, lat_p50_us, lat_p99_us, lat_max_us;
 	double notif, wakeups, spurious, kicks, kicks_suppressed, syscalls;
 	double be_cpu_us, guest_cpu_us;
+	double irq_cpu_us;		/* system-wide irq + softirq */
+	double cpu_us;			/* be_cpu_us + irq_cpu_us */
 };
 
 void figures_of(const struct result *res, struct figures *f);
+/* The back-end's polling, in words: "off", "adaptive:32", "fixed:64"... */
+void polling_name(const struct point *p, char *buf, size_t len);
 
 /* Where the numbers come from, said in every output. */
 const char *report_env(const struct opts *o);

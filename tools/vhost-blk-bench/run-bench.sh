@@ -38,7 +38,8 @@ Options:
                   results are kept
   -h, --help      this text
 
-Options after -- go to bench.sh (e.g. -- --runtime 1 --only poll).
+Options after -- go to bench.sh (e.g. -- --runtime 1 --only poll, or
+-- --quick for a short trial run: 1 s points, 2 rounds).
 EOF
 }
 
@@ -60,6 +61,7 @@ done
 
 bin=$BUILD/vhost-blk-bench/vhost-blk-bench
 [ -x "$bin" ] || { echo "$me: $bin not built (make -C tools/vhost-blk-bench)" >&2; exit 1; }
+command -v jq >/dev/null || { echo "$me: jq not found (Debian: jq; scripts/deps.sh installs it)" >&2; exit 1; }
 
 start=$(date +%s)
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
@@ -92,8 +94,10 @@ fi
 bash "$dir/plot.sh" "$out/result.json" "$out/result.png"
 end=$(date +%s)
 # The wall time of the whole thing, VM boot and chart included.
-sed -i "s/\"total_wall_s\":null/\"total_wall_s\":$((end - start)),\"host_loadavg_after\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"/" \
-	"$out/result.json"
+jq --argjson wall "$((end - start))" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+	'.meta.total_wall_s = $wall | .meta.host_loadavg_after = $load' \
+	"$out/result.json" >"$out/result.json.new"
+mv "$out/result.json.new" "$out/result.json"
 bash "$dir/summary.sh" "$out/result.json" >"$out/summary.md"
 
 mkdir -p "$results"

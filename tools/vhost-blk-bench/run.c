@@ -70,6 +70,17 @@ const char *be_name(enum be_kind be)
 	return be < BE_NR ? names[be] : "?";
 }
 
+const char *uring_name(enum uring_mode m)
+{
+	static const char *const names[URING_NR] = {
+		[URING_PLAIN] = "plain",
+		[URING_SQPOLL] = "sqpoll",
+		[URING_IOPOLL] = "iopoll",
+	};
+
+	return m < URING_NR ? names[m] : "?";
+}
+
 const char *rw_name(enum rw_kind rw)
 {
 	return rw == RW_READ ? "randread" : "randwrite";
@@ -182,12 +193,15 @@ static void run_wait_threads(void)
 
 struct run_cpu {
 	struct cpu_sample be, guest;
+	uint64_t irq_ns;
 };
 
 static int run_cpu_sample(struct run *r, struct run_cpu *c)
 {
 	int err = cpu_sample(&r->be_sel, &c->be);
 
+	if (!err)
+		err = cpu_irq_ns(&c->irq_ns);
 	if (!err && r->guest_cpu)
 		err = cpu_sample(&r->guest_sel, &c->guest);
 	return err;
@@ -299,6 +313,7 @@ int run_measure(struct run *r, struct result *res)
 	if (!err) {
 		res->be_cpu_ns = cpu_diff(&c0.be, &c1.be);
 		res->be_threads = c1.be.n;
+		res->irq_ns = c1.irq_ns > c0.irq_ns ? c1.irq_ns - c0.irq_ns : 0;
 		res->cpu_ticks = c0.be.ticks || c1.be.ticks;
 		if (r->guest_cpu) {
 			res->guest_cpu_ns = cpu_diff(&c0.guest, &c1.guest);

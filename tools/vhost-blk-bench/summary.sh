@@ -2,130 +2,121 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Markdown summary of a vhost-blk-bench result document (bench.sh's
-# result.json, or bench/results/*.json): the headline matrix rows, the
-# notification experiment and the polling sweep.  Every number is copied
-# from the document; nothing is measured here.
+# result.json, or bench/results/*.json), read with jq (bench.jq): the
+# goals, the headline medians with their spread, the matrix, scaling,
+# completion polling, the notification experiment and the polling sweep.
+# Every number is copied from the document; nothing is measured here.
 #
 #   summary.sh RESULT.json
 
 set -euo pipefail
 
+me=${0##*/}
+dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [ $# -ne 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
-	echo "Usage: ${0##*/} RESULT.json" >&2
+	echo "Usage: $me RESULT.json" >&2
 	exit 2
 fi
-[ -r "$1" ] || { echo "${0##*/}: cannot read $1" >&2; exit 1; }
+[ -r "$1" ] || { echo "$me: cannot read $1" >&2; exit 1; }
+command -v jq >/dev/null || { echo "$me: jq not found (Debian: jq)" >&2; exit 1; }
 
-awk '
-# The value of "key" in a one-line JSON object (numbers, strings, null).
-function get(line, key,    m, v) {
-	if (!match(line, "\"" key "\":(\"[^\"]*\"|[^,}]*)"))
-		return ""
-	v = substr(line, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
-	gsub(/"/, "", v)
-	return v == "null" ? "" : v
-}
-function f0(v) { return v == "" ? "-" : sprintf("%.0f", v) }
-function f1(v) { return v == "" ? "-" : sprintf("%.1f", v) }
-function f2(v) { return v == "" ? "-" : sprintf("%.2f", v) }
-function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
+jq -r -L "$dir" 'include "bench";
+def f0: if type == "number" then (. + 0.5 | floor | tostring) else "-" end;
+def f1: if type == "number" then ((. * 10 + 0.5 | floor) / 10 | tostring) else "-" end;
+def f2: if type == "number" then ((. * 100 + 0.5 | floor) / 100 | tostring) else "-" end;
+# "median (min-max)" of a spread, or "-".
+def ms(f): if .n == null or .n == 0 then "-"
+	   elif .n == 1 then (.median | f)
+	   else "\(.median | f) (\(.min | f)-\(.max | f))" end;
+def be: if .backend == "vhost-user" then "qsd"
+	elif .backend == "io_uring" then "io_uring " + (.uring_mode // "plain")
+	else "vhost-blk" end;
+def wl: "\(.rw) qd\(.iodepth) x\(.queues)q";
+def cell: if .status == "unsupported" then "unsupported"
+	  elif .status != "ok" then "failed" else (.iops | ms(f0)) end;
 
-/^\{"meta"/ {
-	date = get($0, "date")
-	emulated = get($0, "emulated")
-	env = get($0, "environment")
-	vcpus = get($0, "vcpus")
-	wall = get($0, "total_wall_s")
-	host_load = get($0, "host_loadavg_before")
-	next
-}
-/^\{"tool"/ {
-	n++
-	line[n] = $0
-	xp = get($0, "experiment"); disk = get($0, "label"); be = get($0, "backend")
-	key = xp "|" disk "|" be "|" get($0, "rw") "|" get($0, "iodepth") "|" \
-	      get($0, "queues") "|" get($0, "event_idx") "|" get($0, "poll_us") "|" \
-	      get($0, "poll_adaptive")
-	run[key] = $0
-	if (xp == "matrix" && !(disk in seen)) {
-		seen[disk] = 1
-		disks[++ndisks] = disk
-	}
-	if (get($0, "queues") > maxq)
-		maxq = get($0, "queues")
-}
-END {
-	if (emulated == "true") {
-		print "> **Measured under QEMU TCG emulation (" env ", " vcpus " vCPUs), not on hardware.**"
-		print "> Absolute IOPS and latencies are those of an emulated CPU on a shared, loaded"
-		print "> 2-core host; only ratios and per-request counts carry over, and even those are noisy."
-	} else {
-		print "Environment: " env ", " vcpus " vCPUs."
-	}
-	print ""
-	print "Run of " date (wall != "" ? ", " wall " s including VM boot" : "") \
-		(host_load != "" ? "; host load average before the run: " host_load : "") "."
-	print ""
-	print "4 KiB random I/O.  vb = vhost-blk, qsd = qemu-storage-daemon vhost-user-blk export, raw = io_uring on the host disk."
-	print "CPU = back-end CPU time per request (vhost workers / the daemon / the io_uring submitter)."
-	print ""
-	print "| disk | workload | vb IOPS | qsd IOPS | raw IOPS | vb/qsd | vb/raw | mean lat us vb / qsd | CPU us/req vb / qsd |"
-	print "|---|---|---:|---:|---:|---:|---:|---:|---:|"
-	split("randread randwrite", rws, " ")
-	for (d = 1; d <= ndisks; d++) {
-		for (r = 1; r <= 2; r++) {
-			for (c = 1; c <= 2; c++) {
-				qd = c == 1 ? 1 : 32
-				nq = c == 1 ? 1 : maxq
-				base = "matrix|" disks[d] "|"
-				tail_ = "|" rws[r] "|" qd "|" nq "|"
-				vb = run[base "vhost-blk" tail_ "true|0|false"]
-				vu = run[base "vhost-user" tail_ "true||"]
-				raw = run[base "io_uring" tail_ "||"]
-				if (vb == "")
-					continue
-				printf "| %s | %s qd%d x%dq | %s | %s | %s | %s | %s | %s / %s | %s / %s |\n", \
-					disks[d], rws[r], qd, nq, f0(get(vb, "iops")), \
-					f0(get(vu, "iops")), f0(get(raw, "iops")), \
-					ratio(get(vb, "iops"), get(vu, "iops")), \
-					ratio(get(vb, "iops"), get(raw, "iops")), \
-					f0(get(vb, "lat_mean_us")), f0(get(vu, "lat_mean_us")), \
-					f1(get(vb, "be_cpu_us_per_req")), f1(get(vu, "be_cpu_us_per_req"))
-			}
-		}
-	}
-
-	print ""
-	print "Notification policy (null_blk irqmode=2 completion_nsec=280000, randread):"
-	print ""
-	print "| back-end | workload | EVENT_IDX | mean lat us | p99 us | notifications/req | kicks/req |"
-	print "|---|---|---|---:|---:|---:|---:|"
-	for (i = 1; i <= n; i++) {
-		if (get(line[i], "experiment") != "notify")
-			continue
-		be = get(line[i], "backend")
-		printf "| %s | qd%s x%sq | %s | %s | %s | %s | %s |\n", \
-			be == "vhost-user" ? "qsd" : be, get(line[i], "iodepth"), \
-			get(line[i], "queues"), get(line[i], "event_idx") == "true" ? "on" : "off", \
-			f1(get(line[i], "lat_mean_us")), f1(get(line[i], "lat_p99_us")), \
-			f2(get(line[i], "notif_per_req")), f2(get(line[i], "kicks_per_req"))
-	}
-
-	print ""
-	print "vhost-blk busy polling (randread qd1, 1 queue):"
-	print ""
-	print "| disk | busyloop timeout | IOPS | mean lat us | kicks/req | CPU us/req | poll hits/polls |"
-	print "|---|---|---:|---:|---:|---:|---:|"
-	for (i = 1; i <= n; i++) {
-		if (get(line[i], "experiment") != "poll")
-			continue
-		p = get(line[i], "poll_us") " us"
-		if (get(line[i], "poll_adaptive") == "true")
-			p = "adaptive, max " p
-		polls = get(line[i], "polls")
-		printf "| %s | %s | %s | %s | %s | %s | %s |\n", get(line[i], "label"), p, \
-			f0(get(line[i], "iops")), f1(get(line[i], "lat_mean_us")), \
-			f2(get(line[i], "kicks_per_req")), f1(get(line[i], "be_cpu_us_per_req")), \
-			polls + 0 ? sprintf("%d/%d", get(line[i], "poll_hits"), polls) : "-"
-	}
-}' "$1"
+(if has("medians") then . else with_summary end) as $d |
+$d.meta as $meta | $d.medians as $m |
+(if $meta.emulated then
+	"> **Measured under QEMU TCG emulation (\($meta.environment // "?")), not on hardware.**",
+	"> Absolute IOPS and latencies are those of an emulated CPU on a shared 2-core host;",
+	"> only ratios and per-request counts carry over, and even those are noisy."
+ else "Environment: \($meta.environment // "?")." end),
+"",
+"VM: \($meta.vm // "\($meta.vcpus) vCPUs").  Run of \($meta.date)" +
+ (if $meta.total_wall_s then ", \($meta.total_wall_s) s including VM boot" else "" end) +
+ (if $meta.host_loadavg_before then "; host load average before the run: \($meta.host_loadavg_before)" else "" end) + ".",
+"",
+"4 KiB random I/O.  qsd = \($meta.qemu_storage_daemon // "qemu-storage-daemon") vhost-user-blk export (one iothread, aio=io_uring, cache.direct=on).",
+"Polling: \($meta.polling_rows // "see the runs")." ,
+"CPU/req: \($meta.cpu_counted // "back-end CPU time per request").",
+"Medians of \($meta.rounds // 1) rounds, (min-max) over the rounds, where a figure has more than one.",
+"",
+"### Goals (one run, medians)",
+"",
+"| goal | target | measured | range | | compared |",
+"|---|---:|---:|---:|---|---|",
+($d.goals[] |
+ "| \(.goal) | \(.op) \(.target) | \(if .status == "ok" then (.ratio | f2) + "x" else .status end) | " +
+ "\(if .ratio_min then "\(.ratio_min | f2)-\(.ratio_max | f2)" else "-" end) | " +
+ "\(if .met == true then "met" elif .met == false then "**missed**" else "-" end) | " +
+ "\(.numerator // "-") / \(.denominator // "-") |"),
+"",
+"### Headline: \([$m[] | select(.experiment == "headline") | .label] | first // "-")",
+"",
+"| workload | back-end | polling | workers | IOPS | mean lat us | CPU us/req | of which irq+softirq | runs |",
+"|---|---|---|---|---:|---:|---:|---:|---:|",
+($m[] | select(.experiment == "headline") |
+ "| \(wl) | \(be) | \(.polling) | \(.workers // "") | \(cell) | \(.lat_mean_us | ms(f0)) | " +
+ "\(.cpu_us_per_req | ms(f1)) | \(.irq_cpu_us_per_req | ms(f1)) | \(.ok_runs)/\(.runs) |"),
+"",
+"### Matrix (one round): IOPS, and vhost-blk / qsd at the same polling",
+"",
+"| disk | workload | vb off | qsd off | vb/qsd off | vb adaptive | qsd adaptive | vb/qsd adaptive | io_uring plain | io_uring sqpoll | io_uring iopoll | CPU us/req vb / qsd / io_uring (off) |",
+"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+([$m[] | select(.experiment == "matrix")] | group_by([.label, .rw, .iodepth, .queues])[] |
+ . as $g |
+ def at($b; $p): [$g[] | select(.backend == $b and .polling == $p)] | first // null;
+ def u($mode): [$g[] | select(.backend == "io_uring" and .uring_mode == $mode)] | first // null;
+ def iops: if . == null then null else .iops.median end;
+ def ra($a; $b): if ($a | iops) and ($b | iops) and ($b | iops) > 0 then ($a | iops) / ($b | iops) | f2 else "-" end;
+ ([$g[] | select(.backend == "vhost-blk" and .polling != "off")] | first | .polling // "adaptive") as $ap |
+ "| \($g[0].label) | \($g[0] | wl) | \(at("vhost-blk"; "off") | iops | f0) | \(at("vhost-user"; "off") | iops | f0) | " +
+ "\(ra(at("vhost-blk"; "off"); at("vhost-user"; "off"))) | \(at("vhost-blk"; $ap) | iops | f0) | " +
+ "\(at("vhost-user"; $ap) | iops | f0) | \(ra(at("vhost-blk"; $ap); at("vhost-user"; $ap))) | " +
+ "\(u("plain") | iops | f0) | \(u("sqpoll") | iops | f0) | \(u("iopoll") | iops | f0) | " +
+ "\(at("vhost-blk"; "off").cpu_us_per_req.median | f1) / \(at("vhost-user"; "off").cpu_us_per_req.median | f1) / \(u("plain").cpu_us_per_req.median | f1) |"),
+"",
+"### Scaling (null_blk 0us, randread qd32 per queue, polling off, one round)",
+"",
+"qsd: one iothread at every queue count; one export on several iothreads: \($meta.qsd_multi_iothread // "not probed").",
+"",
+"| back-end | workers | queues | IOPS | CPU us/req |",
+"|---|---|---:|---:|---:|",
+([$m[] | select(.experiment == "scaling")] | sort_by([({"vhost-blk": 0, "vhost-user": 1}[.backend] // 2), .workers == "per-queue", .queues])[] |
+ "| \(be) | \(.workers // "") | \(.queues) | \(cell) | \(.cpu_us_per_req | ms(f1)) |"),
+"",
+"### Completion polling (null_blk 0us, poll queues; randread, one queue)",
+"",
+"| workload | back-end | polling | IOPS | mean lat us | CPU us/req | runs |",
+"|---|---|---|---:|---:|---:|---:|",
+($m[] | select(.experiment == "cpoll") |
+ "| \(wl) | \(be)\(if .poll_completions then " + VHOST_BLK_POLL_COMPLETIONS" else "" end) | \(.polling) | \(cell) | " +
+ "\(.lat_mean_us | ms(f0)) | \(.cpu_us_per_req | ms(f1)) | \(.ok_runs)/\(.runs) |"),
+"",
+"### Notification policy (null_blk 280us, randread, polling off)",
+"",
+"| back-end | workload | EVENT_IDX | mean lat us | notifications/req | kicks/req |",
+"|---|---|---|---:|---:|---:|",
+($m[] | select(.experiment == "notify") |
+ "| \(be) | \(wl) | \(if .event_idx then "on" else "off" end) | \(.lat_mean_us.median | f1) | " +
+ "\(.notif_per_req.median | f2) | \(.kicks_per_req.median | f2) |"),
+"",
+"### vhost-blk busy polling (randread qd1, one queue)",
+"",
+"| disk | polling | IOPS | mean lat us | kicks/req | CPU us/req | poll hits/polls |",
+"|---|---|---:|---:|---:|---:|---:|",
+([$m[] | select(.experiment == "poll")] | sort_by([.label, poll_rank])[] |
+ "| \(.label) | \(.polling) | \(.iops.median | f0) | \(.lat_mean_us.median | f1) | \(.kicks_per_req.median | f2) | " +
+ "\(.cpu_us_per_req.median | f1) | \(if (.polls.median // 0) > 0 then "\(.poll_hits.median | f0)/\(.polls.median | f0)" else "-" end) |")
+' "$1"

@@ -14,7 +14,8 @@
 #   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of
 #      it, its guest memory on 2 MiB huge pages (memfd hugetlb=on), with a
 #      128 MiB DIMM hot-plugged while its fio reads (the bridge gets one
-#      more ADD_MEM_REG, the reads go on and verify); with a
+#      more ADD_MEM_REG, the reads go on and verify; before it,
+#      exits-per-io.sh counts what each read costs, for 5 s); with a
 #      file backend the image then grows by 64 MiB under the running
 #      guest (SIGHUP to the bridge): the guest sees the new size and
 #      writes and verifies the new area
@@ -47,6 +48,7 @@ set -uo pipefail
 
 me=vbb-e2e
 e2e_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$e2e_dir/../../.." && pwd)
 kernel= tools= bridge= out= ko= backend=file queues=1 smp=1 guest_mem=256
 qd1=2m qd16=8m boot_timeout=600 poll_us=0 probe=0 loglevel=4 demo=
 
@@ -296,6 +298,9 @@ serve_hotplug_request() {
 	local log=$1 qemu_pid=$2 blog=$3 before n i
 
 	wait_line "$log" '^VBB-E2E-HOTPLUG-REQUEST' "$qemu_pid" || return
+	# The guest reads now, one 64 KiB read at a time: what each costs
+	# it, counted for 5 s (no KVM here: the proxy counts).
+	exits_per_io "$(pgrep -P "$qemu_pid" -x qemu-system-x86 | head -n 1)"
 	before=$(grep -c '<- ADD_MEM_REG' "$blog")
 	hmp "$hotplug_mon" "object_add memory-backend-memfd,id=hp1,size=${hotplug_mem}M,share=on" \
 		>"$out/hotplug-hmp.log"
@@ -310,6 +315,45 @@ serve_hotplug_request() {
 	hmp "$hotplug_mon" "info memory-devices" >>"$out/hotplug-hmp.log"
 	echo "hotplug ADD_MEM_REG $before $n" >"$out/hotplug.result"
 	echo VBB-E2E-GO >&"$console_fd"
+}
+
+# exits_per_io QEMU_PID: tools/vhost-blk-bench/exits-per-io.sh on the
+# guest reading at iodepth 1, for 5 s (in serve_hotplug_request's
+# subshell: exits_per_io_check records what it saw).
+exits_per_io() {
+	rm -f "$out/exits-per-io.json"
+	[ -n "$1" ] || { echo "no QEMU process under the boot's timeout" >"$out/exits-per-io.log"; return; }
+	bash "$repo/tools/vhost-blk-bench/exits-per-io.sh" --pid "$1" \
+		--owner "$bridge_pid" --seconds 5 --json "$out/exits-per-io.json" \
+		>"$out/exits-per-io.log" 2>&1
+}
+
+# exits_per_io_check: without KVM it counted the module's tracepoints only,
+# and said so.  Each 64 KiB read is a request, a guest kick and a
+# notification: both ratios must be 1, or near it (a window may cut a
+# request between its kick and its completion).
+exits_per_io_check() {
+	local j=$out/exits-per-io.json
+
+	if [ ! -s "$j" ]; then
+		record exits-per-io:ran fail "$(tail -n 1 "$out/exits-per-io.log" 2>/dev/null)"
+		return
+	fi
+	sed 's/^/  /' "$out/exits-per-io.log"
+	record exits-per-io:ran pass "$(jq -c .counts "$j")"
+	if [ "$(jq -r '.mode' "$j")" = proxy ] &&
+	   grep -q 'cannot be counted' "$out/exits-per-io.log"; then
+		record exits-per-io:says-proxy-without-kvm pass
+	else
+		record exits-per-io:says-proxy-without-kvm fail "mode $(jq -r .mode "$j")"
+	fi
+	if jq -e '.counts.completed >= 20 and
+		(.per_request.kicks | . >= 0.8 and . <= 1.2) and
+		(.per_request.sent | . >= 0.8 and . <= 1.2)' "$j" >/dev/null; then
+		record exits-per-io:one-kick-one-irq-per-read pass "$(jq -c .per_request "$j")"
+	else
+		record exits-per-io:one-kick-one-irq-per-read fail "$(jq -c '[.counts, .per_request]' "$j")"
+	fi
 }
 
 # guest_results MODE LOG: the results and timings the guest printed.
@@ -501,7 +545,7 @@ host_fio_verify() {
 # libvirt-qemu, a member of group kvm, as Debian's libvirt does.
 lv_name=vbb-e2e
 lv_units=$(cd "$e2e_dir/../systemd" && pwd)
-lv_xml=$(cd "$e2e_dir/../../.." && pwd)/Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml
+lv_xml=$repo/Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml
 lv_console=/var/log/libvirt/qemu/$lv_name-console.log
 virsh_() { virsh -q -c qemu:///system "$@"; }
 
@@ -771,6 +815,7 @@ fi
 hotplug_mem=128
 qemu_extra=(-monitor "unix:$hotplug_mon,server,nowait")
 boot reconnect
+exits_per_io_check
 read -r _ _ hp_before hp_after <"$out/hotplug.result" 2>/dev/null
 if [ "${hp_after:-0}" -gt "${hp_before:-0}" ]; then
 	record hotplug:add-mem-reg pass "ADD_MEM_REG $hp_before -> $hp_after"

@@ -205,6 +205,11 @@ fi
 bash "$repo/scripts/deps_test.sh" >"$out/host.deps-picker.tap" 2>&1
 note "release picker: $(grep -c '^ok' "$out/host.deps-picker.tap") ok, $(grep -c '^not ok' "$out/host.deps-picker.tap") not ok"
 
+# exits-per-io.sh's counting, on saved perf script output (the e2e test
+# runs it for real, without KVM).
+bash "$repo/tools/vhost-blk-bench/exits_test.sh" >"$out/host.exits-per-io.tap" 2>&1
+note "exits-per-io: $(grep -c '^ok' "$out/host.exits-per-io.tap") ok, $(grep -c '^not ok' "$out/host.exits-per-io.tap") not ok"
+
 # The bridge's protocol layer against scripted and malformed vhost-user
 # messages.
 bridge_test=$BUILD/tools/vhost-blk-bridge-test
