@@ -15,6 +15,8 @@ dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$dir/../.." && pwd)
 BUILD=${BUILD:-$repo/build}
 bin=${VHOST_BLK_BENCH_BIN:-$BUILD/vhost-blk-bench/vhost-blk-bench}
+# shellcheck source=../testing/selftests/vhost_blk/nvme_tcp.sh
+. "$repo/tools/testing/selftests/vhost_blk/nvme_tcp.sh"
 qsd_bin=${VHOST_BLK_BENCH_QSD:-qemu-storage-daemon}
 
 usage() {
@@ -42,14 +44,19 @@ Experiments:
           iodepth 1, vhost-blk busy-poll timeout 0 1 2 4 8 16 32 64 128
           us, 256 and 1024 us (an emulated guest answers slower than
           128 us), and adaptive (ceilings 32 and 128 us)
+  nvmetcp (NVMe/TCP: a null_blk 0us exported by the kernel's NVMe target
+          on 127.0.0.1:$nvme_port, connected with nvme-tcp) randread,
+          iodepth 1 on 1 queue and 32 on 2, polling off: vhost-blk and
+          qemu-storage-daemon on the same namespace, and io_uring on it
 
 Options:
   --out DIR        where results go (default \$VHOST_BLK_VM_OUT)
   --runtime SEC    measured seconds per point (default 2.5)
   --ramp SEC       warm-up seconds per point (default 0.5)
   --only LIST      experiments to run: matrix,notify,poll (default all)
-  --smoke          instead: a few requests on every back-end (brd), checking
-                   only that the counts add up; seconds, for 'make check'.
+  --smoke          instead: a few requests on every back-end (brd, then
+                   the NVMe/TCP namespace), checking only that the counts
+                   add up; seconds, for 'make check'.
                    Prints TAP on stdout (one test per run, or one failed
                    test if the setup failed); details on stderr
   -h, --help       this text
@@ -77,7 +84,11 @@ quick=0
 # back-ends poll under in the "both polling" rows.
 poll_max_us=32
 poll_sweep=0,8,32,128,256,1024,adaptive:32,adaptive:256
-only=headline,matrix,scaling,notify,poll,cpoll
+only=headline,matrix,scaling,notify,poll,cpoll,nvmetcp
+# The NVMe/TCP export's name and port (nvme_tcp.sh); the name is set once
+# it exists, for cleanup.
+nvme_port=4422
+nvme_name=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out)		out=${2:?--out needs a directory}; shift 2 ;;
@@ -123,6 +134,7 @@ nullbs=()
 cleanup() {
 	stop_qsd
 	local n
+	[ -z "$nvme_name" ] || nvme_tcp_down "$nvme_name" "$nvme_port"
 	for n in "${nullbs[@]}"; do
 		echo 0 >"/sys/kernel/config/nullb/$n/power" 2>/dev/null || true
 		rmdir "/sys/kernel/config/nullb/$n" 2>/dev/null || true
@@ -163,6 +175,19 @@ setup_nullb() {
 		fi
 	done
 	die "null_blk $name: no /dev/$name or /dev/nullb$idx"
+}
+
+# setup_nvme_tcp: a null_blk 0us (not memory backed, no poll queues)
+# exported over NVMe/TCP and connected; sets nvme_dev to the namespace.
+setup_nvme_tcp() {
+	local nb err
+
+	nullbs+=(vbb_nullb_nvmet)
+	nb=$(setup_nullb vbb_nullb_nvmet 2 0)
+	nvme_name=vbb-bench
+	nvme_dev=$(nvme_tcp_up "$nvme_name" "$nb" "$nvme_port" 2>"$run_dir/nvme.err") ||
+		{ err=$(tr '\n' ' ' <"$run_dir/nvme.err"); die "NVMe/TCP: $err"; }
+	nvme_setup="null_blk queue_mode=2 irqmode=2 (timer) completion_nsec=0 submit_queues=$ncpu, exported by nvmet-tcp on 127.0.0.1:$nvme_port, connected with nvme-tcp as $nvme_dev (loopback, no network emulated)"
 }
 
 # wait_sock PID SOCK TENTHS: whether process PID creates SOCK within
@@ -253,10 +278,18 @@ if [ "$smoke" = 1 ]; then
 	"$bin" --smoke --quiet --cpus split --label "brd" -d /dev/ram0 \
 		-b vhost-blk -r randread -n 1 -p 8 --poll-completions on \
 		--json "$out/smoke.jsonl" >"$run_dir/smoke2.tap" || failed=1
-	# One TAP stream: the tests of both, numbered on.
-	n=$(cat "$run_dir"/smoke[12].tap | grep -cE '^(not )?ok ' || true)
+	# Network storage: the three back-ends on an NVMe/TCP namespace.
+	setup_nvme_tcp
+	start_qsd "$nvme_dev" "$sock" 0
+	"$bin" --smoke --quiet --cpus split --label "nvme-tcp" -d "$nvme_dev" \
+		-s "$sock" -u plain --json "$out/smoke.jsonl" |
+		sed -E 's/^((not )?ok [0-9]+ - )/\1nvme-tcp: /' >"$run_dir/smoke3.tap" ||
+		failed=1
+	stop_qsd
+	# One TAP stream: the tests of all, numbered on.
+	n=$(cat "$run_dir"/smoke[123].tap | grep -cE '^(not )?ok ' || true)
 	printf 'TAP version 13\n1..%d\n' "$n"
-	grep -hvE '^(TAP version|1\.\.[0-9]+$)' "$run_dir"/smoke[12].tap |
+	grep -hvE '^(TAP version|1\.\.[0-9]+$)' "$run_dir"/smoke[123].tap |
 		awk '/^(not )?ok [0-9]+/ { sub(/ok [0-9]+/, "ok " ++i) } { print }'
 	exit "$failed"
 fi
@@ -376,6 +409,28 @@ if want cpoll; then
 			--poll-completions off,on --round "$r"
 		bench "null_blk 0us" cpoll -d "$nb0" "${common[@]}" -b io_uring \
 			-r randread -q 1,32 -n 1 -u "${uring_all/sqpoll,/}" --round "$r"
+	done
+fi
+# Network storage: the same null_blk kind behind NVMe/TCP on loopback;
+# both vhost back-ends with polling off, io_uring beside; $rounds rounds.
+if want nvmetcp; then
+	setup_nvme_tcp
+	disks+=("nvme-tcp|$nvme_dev|$nvme_setup")
+	for r in $(seq "$rounds"); do
+		msg "nvmetcp round $r of $rounds ($nvme_dev)"
+		start_qsd "$nvme_dev" "$sock" 0
+		for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+			# shellcheck disable=SC2086  # two options in each
+			bench "nvme-tcp" nvmetcp -d "$nvme_dev" -s "$sock" "${common[@]}" \
+				-b vhost-blk,vhost-user -p 0 --vu-poll 0 -r randread \
+				$shape -w per-queue --round "$r"
+		done
+		stop_qsd
+		for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+			# shellcheck disable=SC2086
+			bench "nvme-tcp" nvmetcp -d "$nvme_dev" "${common[@]}" \
+				-b io_uring -u plain -r randread $shape --round "$r"
+		done
 	done
 fi
 end=$(date +%s)

@@ -8,13 +8,17 @@
 #   nullb   a memory-backed null_blk made through configfs, completing
 #           from a timer so that requests really are in flight
 #   ext4    a raw image file on ext4, on a loop device
+#   nvmetcp a memory-backed null_blk exported by the kernel's NVMe target
+#           over TCP on 127.0.0.1 and connected with nvme-tcp: the
+#           namespace /dev/nvmeXn1 (nvme_tcp.sh); on the stock kernel
+#           only (the debug kernel has no IP stack)
 #
 # leaving one TAP file per program and backend, BACKEND.PROGRAM.tap, in
 # $VHOST_BLK_VM_OUT; and vhost_blk_cpoll_test, which makes its own
 # backends, once (cpoll.vhost_blk_cpoll_test.tap).  A backend that cannot
 # be set up leaves BACKEND.setup.tap with one failed test instead.  Then the hostile-guest
-# suite (hostile.tap) and, on the stock kernel, the benchmark smoke run
-# and the perf check.
+# suite (hostile.tap) and, on the stock kernel, the NVMe/TCP path failure
+# (nvmetcp.pathfail.tap), the benchmark smoke run and the perf check.
 #
 # On Debian's 6.1 kernel (--pass 6.1) every TAP file's name starts with
 # "6.1.", and there is no bench or perf run.
@@ -96,6 +100,10 @@ programs=(vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test
 	vhost_blk_trust_test)
 [ "$hostile_only" = 0 ] || programs=()
 here=$(cd "$(dirname "$0")" && pwd)
+backends=(brd nullb ext4 nvmetcp)
+# The debug kernel is built without an IP stack (vm/debug-kernel.config);
+# Debian's 6.1 has NVMe/TCP, but its pass keeps to the local disks.
+[ "$pass" = stock ] || backends=(brd nullb ext4)
 
 note() { printf 'in_vm: %s\n' "$*"; }
 
@@ -137,6 +145,29 @@ setup_nullb() {
 	done
 	echo "neither /dev/$name nor /dev/nullb$(cat "$nb/index") appeared" >&2
 	return 1
+}
+
+# shellcheck source=nvme_tcp.sh
+. "$here/nvme_tcp.sh"
+
+setup_nvmetcp() {
+	local name=nullb-nvmet nb dev
+
+	nb=/sys/kernel/config/nullb/$name
+	modprobe null_blk >&2 || return
+	mkdir "$nb" || return
+	# 256 MB in memory, with discard; the target completes it.
+	echo 256 >"$nb/size" &&
+		echo 1 >"$nb/memory_backed" &&
+		echo 1 >"$nb/discard" &&
+		echo 512 >"$nb/blocksize" &&
+		echo 1 >"$nb/power" || return
+	for _ in $(seq 50); do
+		[ -b "/dev/$name" ] && break
+		sleep 0.1
+	done
+	[ -b "/dev/$name" ] || { echo "/dev/$name did not appear" >&2; return 1; }
+	nvme_tcp_up vhost-blk-tests "/dev/$name"
 }
 
 setup_ext4() {
@@ -236,7 +267,7 @@ fi
 errs=$(mktemp)
 hostile_backends=()
 declare -A devs
-for name in brd nullb ext4; do
+for name in "${backends[@]}"; do
 	if dev=$("setup_$name" 2>"$errs") && [ -n "$dev" ]; then
 		devs[$name]=$dev
 		hostile_backends+=("$name=$dev")
@@ -258,7 +289,7 @@ if [ "$pass" = 6.1 ] && [ -n "${devs[ext4]:-}" ]; then
 	note "scratch files in $VHOST_BLK_SCRATCH_DIR (no O_DIRECT on tmpfs before 6.6)"
 fi
 
-for name in brd nullb ext4; do
+for name in "${backends[@]}"; do
 	[ -z "${devs[$name]:-}" ] || run_backend "$name" "${devs[$name]}"
 done
 
@@ -285,6 +316,13 @@ if [ "${#hostile_backends[@]}" -gt 0 ]; then
 fi
 
 if [ "$pass" = stock ]; then
+	# NVMe/TCP path failure: the target's port down for 5 s under a
+	# writing guest, then back before ctrl_loss_tmo.
+	tap=$out/nvmetcp.pathfail.tap
+	bash "$here/nvme_tcp_pathfail.sh" "$bindir" >"$tap" 2>"$out/nvmetcp.pathfail.log"
+	note "nvmetcp path failure: $(grep -c '^ok' "$tap") ok, $(grep -c '^not ok' "$tap") not ok"
+	grep '^not ok ' "$tap" | sed 's/^/in_vm:   /'
+
 	# vhost-blk-bench --smoke: every back-end kind runs and its counts
 	# add up.
 	bash "$here/../../../vhost-blk-bench/bench.sh" --smoke \
