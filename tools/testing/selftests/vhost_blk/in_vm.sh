@@ -134,7 +134,7 @@ setup_nullb() {
 		echo 50000 >"$nb/completion_nsec" &&
 		echo 1 >"$nb/power" || return
 	# Named after the configfs directory since 6.x, nullbN before.
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		for dev in "/dev/$name" "/dev/nullb$(cat "$nb/index")"; do
 			if [ -b "$dev" ]; then
 				echo "$dev"

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
 #
 # NVMe over TCP on loopback, for the test VM: the kernel's NVMe target
 # (nvmet, nvmet-tcp) exports one namespace, set up through configfs, and
@@ -68,7 +69,7 @@ nvme_tcp_dev() {
 # before it fails the I/O it holds.
 nvme_tcp_up() {
 	local name=$1 backing=$2 port=${3:-4420} tmo=${4:-60}
-	local nqn=nqn.2026-12.dev.vhost-blk:$1 sub ns pdir i dev out
+	local nqn=nqn.2026-12.dev.vhost-blk:$1 sub ns pdir dev out
 
 	modprobe -a nvmet nvmet-tcp nvme-tcp >&2 || {
 		echo "nvme_tcp: cannot load nvmet, nvmet-tcp and nvme-tcp" >&2
@@ -114,7 +115,7 @@ nvme_tcp_up() {
 		echo "nvme_tcp: connecting to $nqn on 127.0.0.1:$port failed (see dmesg)" >&2
 		return 1
 	fi
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		if dev=$(nvme_tcp_dev "$name") && [ -b "$dev" ]; then
 			echo "$dev"
 			return 0

@@ -64,6 +64,7 @@ note() { echo "# $*"; }
 work=$(mktemp -d)
 nb=/sys/kernel/config/nullb/vbb-pathfail
 pid=
+# shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
 	[ -z "$pid" ] || kill "$pid" 2>/dev/null
 	nvme_tcp_down "$name" "$port"
