@@ -116,7 +116,7 @@ setup_brd() {
 }
 
 setup_nullb() {
-	local name=nullb-vhost-blk nb dev i
+	local name=nullb-vhost-blk nb dev
 
 	nb=/sys/kernel/config/nullb/$name
 	modprobe null_blk >&2 || return
