@@ -110,6 +110,7 @@ fuzz-debug: all module-debug
 	bash $(SELFTEST_DIR)/run_check.sh --fuzz-debug $(FUZZ_DEBUG_REQUESTS)
 
 bench: all
+	bash scripts/deps.sh --ceph
 	bash $(BENCH_DIR)/run-bench.sh
 
 demo: all

@@ -17,6 +17,8 @@ BUILD=${BUILD:-$repo/build}
 bin=${VHOST_BLK_BENCH_BIN:-$BUILD/vhost-blk-bench/vhost-blk-bench}
 # shellcheck source=../testing/selftests/vhost_blk/nvme_tcp.sh
 . "$repo/tools/testing/selftests/vhost_blk/nvme_tcp.sh"
+# shellcheck source=../testing/selftests/vhost_blk/ceph_rbd.sh
+. "$repo/tools/testing/selftests/vhost_blk/ceph_rbd.sh"
 qsd_bin=${VHOST_BLK_BENCH_QSD:-qemu-storage-daemon}
 
 usage() {
@@ -48,6 +50,11 @@ Experiments:
           on 127.0.0.1:$nvme_port, connected with nvme-tcp) randread,
           iodepth 1 on 1 queue and 32 on 2, polling off: vhost-blk and
           qemu-storage-daemon on the same namespace, and io_uring on it
+  rbd     (Ceph RBD: a one-node cluster, one OSD in memory, on 127.0.0.1)
+          randread, iodepth 1 on 1 queue and 32 on 2, polling off:
+          vhost-blk on the image mapped by the kernel client (krbd),
+          qemu-storage-daemon with QEMU's librbd driver (driver=rbd), and
+          qemu-storage-daemon on the same /dev/rbdN with io_uring
 
 Options:
   --out DIR        where results go (default \$VHOST_BLK_VM_OUT)
@@ -84,7 +91,7 @@ quick=0
 # back-ends poll under in the "both polling" rows.
 poll_max_us=32
 poll_sweep=0,8,32,128,256,1024,adaptive:32,adaptive:256
-only=headline,matrix,scaling,notify,poll,cpoll,nvmetcp
+only=headline,matrix,scaling,notify,poll,cpoll,nvmetcp,rbd
 # The NVMe/TCP export's name and port (nvme_tcp.sh); the name is set once
 # it exists, for cleanup.
 nvme_port=4422
@@ -135,6 +142,7 @@ cleanup() {
 	stop_qsd
 	local n
 	[ -z "$nvme_name" ] || nvme_tcp_down "$nvme_name" "$nvme_port"
+	ceph_rbd_down "$run_dir/ceph"
 	for n in "${nullbs[@]}"; do
 		echo 0 >"/sys/kernel/config/nullb/$n/power" 2>/dev/null || true
 		rmdir "/sys/kernel/config/nullb/$n" 2>/dev/null || true
@@ -203,14 +211,22 @@ wait_sock() {
 }
 
 # start_qsd DEV SOCK POLL_MAX_NS: one iothread (qsd 7.2 exports run in
-# one), polling adaptively up to POLL_MAX_NS (0: not at all).
+# one), polling adaptively up to POLL_MAX_NS (0: not at all), on DEV with
+# io_uring.
 start_qsd() {
-	local dev=$1 sock=$2 pollns=$3
+	start_qsd_on "driver=host_device,filename=$1,node-name=disk,cache.direct=on,aio=io_uring" "$2" "$3"
+}
 
+# start_qsd_on BLOCKDEV SOCK POLL_MAX_NS: the same on any --blockdev whose
+# node is "disk".
+start_qsd_on() {
+	local blockdev=$1 sock=$2 pollns=$3 dev=${1#*filename=}
+
+	dev=${dev%%,*}
 	rm -f "$sock"
 	"$qsd_bin" \
 		--object "iothread,id=io0,poll-max-ns=$pollns" \
-		--blockdev "driver=host_device,filename=$dev,node-name=disk,cache.direct=on,aio=io_uring" \
+		--blockdev "$blockdev" \
 		--export "type=vhost-user-blk,id=exp,node-name=disk,iothread=io0,addr.type=unix,addr.path=$sock,writable=on,num-queues=$qsd_queues" \
 		>>"$run_dir/qsd.log" 2>&1 &
 	qsd_pid=$!
@@ -433,6 +449,47 @@ if want nvmetcp; then
 		done
 	done
 fi
+# Ceph: krbd under vhost-blk against librbd in qemu-storage-daemon, and
+# qsd on krbd with io_uring; $rounds rounds.  Without Ceph installed
+# (scripts/deps.sh --ceph) the experiment is recorded as not run.
+rbd_status="not run"
+if want rbd; then
+	if ! command -v ceph-mon >/dev/null || ! command -v rbd >/dev/null; then
+		rbd_status="not run: Ceph is not installed (scripts/deps.sh --ceph)"
+		msg "rbd: $rbd_status"
+	elif ! rbd_dev=$(ceph_rbd_up "$run_dir/ceph" vbb 256 2>"$run_dir/ceph.err"); then
+		rbd_status="not run: the cluster did not come up: $(tr '\n' ' ' <"$run_dir/ceph.err")"
+		msg "rbd: $rbd_status"
+		failed=1
+	else
+		rbd_status="run"
+		export CEPH_CONF=$run_dir/ceph/ceph.conf
+		disks+=("krbd|$rbd_dev|Ceph 16 one-node cluster on 127.0.0.1 (1 mon, 1 mgr, 1 OSD on memstore, pool size 1, no auth), 256 MiB image rbd/vbb mapped by the kernel client as $rbd_dev")
+		disks+=("librbd|rbd/vbb|the same image through QEMU's rbd driver (librbd) in qemu-storage-daemon")
+		# Every read finds data: a read of an object never written costs
+		# less in both clients.
+		dd if=/dev/zero of="$rbd_dev" bs=4M oflag=direct 2>/dev/null || true
+		for r in $(seq "$rounds"); do
+			msg "rbd round $r of $rounds ($rbd_dev)"
+			start_qsd "$rbd_dev" "$sock" 0
+			for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+				# shellcheck disable=SC2086  # two options in each
+				bench "krbd" rbd -d "$rbd_dev" -s "$sock" "${common[@]}" \
+					-b vhost-blk,vhost-user -p 0 --vu-poll 0 -r randread \
+					$shape -w per-queue --round "$r"
+			done
+			stop_qsd
+			start_qsd_on "driver=rbd,pool=rbd,image=vbb,conf=$CEPH_CONF,node-name=disk,cache.direct=on" "$sock" 0
+			for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+				# shellcheck disable=SC2086
+				bench "librbd" rbd -d "$rbd_dev" -s "$sock" "${common[@]}" \
+					-b vhost-user --vu-poll 0 -r randread $shape \
+					--round "$r"
+			done
+			stop_qsd
+		done
+	fi
+fi
 end=$(date +%s)
 
 # One document: what ran where, then every run.  Written by jq, read by jq
@@ -453,7 +510,7 @@ jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
 	--arg kernel "$(uname -r)" \
 	--arg qsd "$("$qsd_bin" --version | head -n 1)" \
 	--arg qsd_export "--object iothread,id=io0,poll-max-ns=N --blockdev driver=host_device,cache.direct=on,aio=io_uring --export type=vhost-user-blk,iothread=io0,num-queues=$qsd_queues" \
-	--arg qsd_multi "$qsd_multi" \
+	--arg qsd_multi "$qsd_multi" --arg rbd_status "$rbd_status" \
 	--argjson poll_max_us "$poll_max_us" --argjson rounds "$rounds" \
 	--arg uring_modes "$uring_all" --arg only "$only" \
 	--arg commit "${VHOST_BLK_BENCH_COMMIT:-unknown}" \
@@ -468,7 +525,7 @@ jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
 		vcpus: $vcpus, guest_mem_mib: $mem_mib, guest_kernel: $kernel,
 		vm: "\($vcpus) vCPUs, \($mem_mib) MiB usable (the test VM\u0027s default size), on a \($host_cpus)-CPU host",
 		qemu_storage_daemon: $qsd, qsd_export: $qsd_export,
-		qsd_multi_iothread: $qsd_multi,
+		qsd_multi_iothread: $qsd_multi, rbd: $rbd_status,
 		poll_max_us: $poll_max_us,
 		polling_rows: "off: vhost-blk busyloop 0, qsd iothread poll-max-ns=0; adaptive: vhost-blk VHOST_BLK_POLL_ADAPTIVE and qsd poll-max-ns, both with a ceiling of \($poll_max_us) us (QEMU\u0027s default)",
 		uring_modes: $uring_modes,
