@@ -12,6 +12,10 @@
 #
 #   . nvme_tcp.sh
 #   dev=$(nvme_tcp_up NAME BACKING_DEV [PORT [CTRL_LOSS_TMO]])
+#   nvme_tcp_export NAME BACKING_DEV PORT ADDR   the target side alone
+#   dev=$(nvme_tcp_connect NAME ADDR PORT CTRL_LOSS_TMO)
+#                              the host side alone (another machine's
+#                              export: live migration between two hosts)
 #   nvme_tcp_port_down NAME / nvme_tcp_port_up NAME
 #   nvme_tcp_state NAME        the host controller's state (live, connecting)
 #   nvme_tcp_down NAME         disconnect and remove the export
@@ -68,14 +72,19 @@ nvme_tcp_dev() {
 # lost connection every second for CTRL_LOSS_TMO seconds (default 60)
 # before it fails the I/O it holds.
 nvme_tcp_up() {
-	local name=$1 backing=$2 port=${3:-4420} tmo=${4:-60}
-	local nqn=nqn.2026-12.dev.vhost-blk:$1 sub ns pdir dev out
+	local port=${3:-4420}
 
+	nvme_tcp_export "$1" "$2" "$port" 127.0.0.1 &&
+		nvme_tcp_connect "$1" 127.0.0.1 "$port" "${4:-60}"
+}
+
+# nvme_tcp_modules: the target's and the host's modules, and a loopback
+# interface that is up (the test VM comes up with it down).
+nvme_tcp_modules() {
 	modprobe -a nvmet nvmet-tcp nvme-tcp >&2 || {
 		echo "nvme_tcp: cannot load nvmet, nvmet-tcp and nvme-tcp" >&2
 		return 1
 	}
-	# The test VM comes up with its loopback interface down.
 	if [ "$(cat /sys/class/net/lo/operstate 2>/dev/null)" = down ] ||
 	   ! ip -o addr show dev lo 2>/dev/null | grep -q 'inet 127'; then
 		ip link set lo up >&2 || {
@@ -83,6 +92,15 @@ nvme_tcp_up() {
 			return 1
 		}
 	fi
+}
+
+# nvme_tcp_export NAME BACKING_DEV PORT ADDR: the target serves BACKING_DEV
+# as namespace 1 of subsystem NAME on ADDR:PORT, to any host.
+nvme_tcp_export() {
+	local name=$1 backing=$2 port=$3 addr=$4
+	local nqn=nqn.2026-12.dev.vhost-blk:$1 sub ns pdir
+
+	nvme_tcp_modules || return
 	[ -d "$nvme_tcp_cfs" ] || {
 		echo "nvme_tcp: $nvme_tcp_cfs missing (configfs not mounted?)" >&2
 		return 1
@@ -90,7 +108,7 @@ nvme_tcp_up() {
 	sub=$nvme_tcp_cfs/subsystems/$nqn
 	ns=$sub/namespaces/1
 	pdir=$nvme_tcp_cfs/ports/$port
-	# Any host may connect: the port listens on loopback only.
+	# Any host may connect: the port listens on loopback or a test link.
 	mkdir "$sub" && echo 1 >"$sub/attr_allow_any_host" &&
 		mkdir "$ns" && echo "$backing" >"$ns/device_path" &&
 		echo 1 >"$ns/enable" || {
@@ -100,19 +118,28 @@ nvme_tcp_up() {
 	if [ ! -d "$pdir" ]; then
 		mkdir "$pdir" && echo tcp >"$pdir/addr_trtype" &&
 			echo ipv4 >"$pdir/addr_adrfam" &&
-			echo 127.0.0.1 >"$pdir/addr_traddr" &&
+			echo "$addr" >"$pdir/addr_traddr" &&
 			echo "$port" >"$pdir/addr_trsvcid" || {
-			echo "nvme_tcp: making port $port failed" >&2
+			echo "nvme_tcp: making port $port on $addr failed" >&2
 			return 1
 		}
 	fi
-	nvme_tcp_port_up "$name" "$port" || return
-	# What "nvme connect -t tcp -a 127.0.0.1 -s PORT -n NQN
+	nvme_tcp_port_up "$name" "$port"
+}
+
+# nvme_tcp_connect NAME ADDR PORT CTRL_LOSS_TMO: connect to subsystem NAME
+# on ADDR:PORT, print the namespace's block device.
+nvme_tcp_connect() {
+	local name=$1 addr=$2 port=$3 tmo=$4
+	local nqn=nqn.2026-12.dev.vhost-blk:$1 dev out
+
+	nvme_tcp_modules || return
+	# What "nvme connect -t tcp -a ADDR -s PORT -n NQN
 	# --ctrl-loss-tmo TMO --reconnect-delay 1" writes.
 	if ! out=$(exec 3<>/dev/nvme-fabrics &&
-		   printf '%s' "transport=tcp,traddr=127.0.0.1,trsvcid=$port,nqn=$nqn,ctrl_loss_tmo=$tmo,reconnect_delay=1" >&3 &&
+		   printf '%s' "transport=tcp,traddr=$addr,trsvcid=$port,nqn=$nqn,ctrl_loss_tmo=$tmo,reconnect_delay=1" >&3 &&
 		   head -n 1 <&3); then
-		echo "nvme_tcp: connecting to $nqn on 127.0.0.1:$port failed (see dmesg)" >&2
+		echo "nvme_tcp: connecting to $nqn on $addr:$port failed (see dmesg)" >&2
 		return 1
 	fi
 	for _ in $(seq 100); do
