@@ -353,7 +353,7 @@ migrate_boot() {
 	local src_log=$out/guest-migrate-src.log dst_log=$out/guest-migrate-dst.log
 	local mon=$work/mon.sock mig=$work/mig.sock dst_in=$work/console-dst.in
 	local dst_sock=$work/vbb-dst.sock src_pid dst_pid src_bridge dst_bridge
-	local t0 t1 st= i dst_fd src_reads dst_reads
+	local t0 st= i dst_fd src_reads dst_reads
 
 	# Both on the disk at once: --shared, or the second one finds the
 	# first one's lock.
@@ -382,17 +382,8 @@ migrate_boot() {
 
 	# The guest asks once its I/O runs; then migrate and wait for the end.
 	if wait_line "$src_log" '^VBB-E2E-MIGRATE-NOW' "$src_pid"; then
-		t1=$(now)
-		hmp "$mon" "migrate_set_parameter max-bandwidth 1G" >/dev/null
-		hmp "$mon" "migrate -d unix:$mig" >"$out/migrate-hmp.log"
-		for i in $(seq 600); do
-			st=$(hmp "$mon" "info migrate" | sed -n 's/^Migration status: *//p')
-			case "$st" in completed|failed|cancelled) break ;; esac
-			kill -0 "$src_pid" 2>/dev/null || break
-			sleep 1
-		done
-		hmp "$mon" "info migrate" >>"$out/migrate-hmp.log"
-		timing migration "$(elapsed "$t1")"
+		migrate_wait "$mon" "unix:$mig" "$src_pid"
+		st=$migrate_status
 	fi
 	if [ "$st" = completed ]; then
 		record migrate:status pass

@@ -105,3 +105,26 @@ disconnect_reads() {
 hmp() {
 	printf '%s\n' "$2" | socat -t 5 - "UNIX-CONNECT:$1" 2>/dev/null | tr -d '\r'
 }
+
+migrate_status=
+# migrate_wait MON URI QEMU_PID: migrate the guest of the QEMU whose
+# monitor is MON to URI, and wait until the migration completed, failed
+# or was cancelled, or that QEMU is gone (bounded: 15 min).  Sets
+# migrate_status to the last status; the monitor's answers go to
+# $out/migrate-hmp.log, the time to the timing "migration".
+migrate_wait() {
+	local mon=$1 uri=$2 pid=$3 t1 st=
+
+	t1=$(now)
+	hmp "$mon" "migrate_set_parameter max-bandwidth 1G" >/dev/null
+	hmp "$mon" "migrate -d $uri" >"$out/migrate-hmp.log"
+	for _ in $(seq 900); do
+		st=$(hmp "$mon" "info migrate" | sed -n 's/^Migration status: *//p')
+		case "$st" in completed|failed|cancelled) break ;; esac
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 1
+	done
+	hmp "$mon" "info migrate" >>"$out/migrate-hmp.log"
+	timing migration "$(elapsed "$t1")"
+	migrate_status=$st
+}

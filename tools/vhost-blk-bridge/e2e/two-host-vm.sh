@@ -190,17 +190,8 @@ if [ "$role" = a ]; then
 	qemu_pid=$!
 	st=
 	if wait_line "$log" '^VBB-E2E-MIGRATE-NOW' "$qemu_pid"; then
-		t1=$(now)
-		hmp "$mon" "migrate_set_parameter max-bandwidth 1G" >/dev/null
-		hmp "$mon" "migrate -d tcp:$peer:4444" >"$out/migrate-hmp.log"
-		for _ in $(seq 900); do
-			st=$(hmp "$mon" "info migrate" | sed -n 's/^Migration status: *//p')
-			case "$st" in completed|failed|cancelled) break ;; esac
-			kill -0 "$qemu_pid" 2>/dev/null || break
-			sleep 1
-		done
-		hmp "$mon" "info migrate" >>"$out/migrate-hmp.log"
-		timing migration "$(elapsed "$t1")"
+		migrate_wait "$mon" "tcp:$peer:4444" "$qemu_pid"
+		st=$migrate_status
 	fi
 	if [ "$st" = completed ]; then
 		record a:migrate-to-b pass "over the link to $peer:4444"

@@ -115,24 +115,16 @@ setup_brd() {
 	echo /dev/ram0
 }
 
-setup_nullb() {
-	local name=nullb-vhost-blk nb dev
+# make_nullb NAME ATTR=VALUE...: a null_blk made through configfs with
+# these attributes, then powered on; prints its device node.
+make_nullb() {
+	local name=$1 nb=/sys/kernel/config/nullb/$1 kv dev
 
-	nb=/sys/kernel/config/nullb/$name
-	modprobe null_blk >&2 || return
-	mkdir "$nb" || return
-	# 256 MB kept in memory behind a 16 MB volatile write cache (so
-	# that flushes and FUA have something to reach), with discard,
-	# 512-byte blocks, each request completed by a timer 50 us after
-	# submission.
-	echo 256 >"$nb/size" &&
-		echo 1 >"$nb/memory_backed" &&
-		echo 16 >"$nb/cache_size" &&
-		echo 1 >"$nb/discard" &&
-		echo 512 >"$nb/blocksize" &&
-		echo 2 >"$nb/irqmode" &&
-		echo 50000 >"$nb/completion_nsec" &&
-		echo 1 >"$nb/power" || return
+	shift
+	modprobe null_blk >&2 && mkdir "$nb" || return
+	for kv in "$@" power=1; do
+		echo "${kv#*=}" >"$nb/${kv%%=*}" || return
+	done
 	# Named after the configfs directory since 6.x, nullbN before.
 	for _ in $(seq 50); do
 		for dev in "/dev/$name" "/dev/nullb$(cat "$nb/index")"; do
@@ -147,27 +139,25 @@ setup_nullb() {
 	return 1
 }
 
+# 256 MB kept in memory behind a 16 MB volatile write cache (so that
+# flushes and FUA have something to reach), with discard, 512-byte
+# blocks, each request completed by a timer 50 us after submission.
+setup_nullb() {
+	make_nullb nullb-vhost-blk size=256 memory_backed=1 cache_size=16 \
+		discard=1 blocksize=512 irqmode=2 completion_nsec=50000
+}
+
 # shellcheck source=nvme_tcp.sh
 . "$here/nvme_tcp.sh"
 
+# 256 MB in memory, with discard, exported over NVMe/TCP; the target
+# completes it.
 setup_nvmetcp() {
-	local name=nullb-nvmet nb dev
+	local dev
 
-	nb=/sys/kernel/config/nullb/$name
-	modprobe null_blk >&2 || return
-	mkdir "$nb" || return
-	# 256 MB in memory, with discard; the target completes it.
-	echo 256 >"$nb/size" &&
-		echo 1 >"$nb/memory_backed" &&
-		echo 1 >"$nb/discard" &&
-		echo 512 >"$nb/blocksize" &&
-		echo 1 >"$nb/power" || return
-	for _ in $(seq 50); do
-		[ -b "/dev/$name" ] && break
-		sleep 0.1
-	done
-	[ -b "/dev/$name" ] || { echo "/dev/$name did not appear" >&2; return 1; }
-	nvme_tcp_up vhost-blk-tests "/dev/$name"
+	dev=$(make_nullb nullb-nvmet size=256 memory_backed=1 discard=1 \
+		blocksize=512) || return
+	nvme_tcp_up vhost-blk-tests "$dev"
 }
 
 setup_ext4() {

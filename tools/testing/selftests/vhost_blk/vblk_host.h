@@ -49,6 +49,27 @@ static inline int host_disk_attr(dev_t dev, const char *attr, char *buf,
 	return 0;
 }
 
+/* The kernel's name of block device @dev ("nvme0n1", "ram0"); 0 or -errno. */
+static inline int host_disk_name(dev_t dev, char *buf, size_t len)
+{
+	char path[64], link[PATH_MAX];
+	const char *name;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev),
+		 minor(dev));
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENOENT;
+	link[n] = 0;
+	name = strrchr(link, '/');
+	name = name ? name + 1 : link;
+	if (strlen(name) >= len)
+		return -ENAMETOOLONG;
+	memcpy(buf, name, strlen(name) + 1);
+	return 0;
+}
+
 /* Whether @dev has a volatile write cache, which flushes and FUA reach. */
 static inline bool host_disk_write_back(struct __test_metadata *_metadata,
 					dev_t dev)
@@ -86,7 +107,7 @@ static inline uint64_t host_stat_flushes(struct __test_metadata *_metadata,
 static inline uint64_t host_disk_flushes(struct __test_metadata *_metadata,
 					 dev_t dev)
 {
-	char buf[512], link[PATH_MAX], path[PATH_MAX], *name;
+	char buf[512], name[64], path[PATH_MAX];
 	unsigned int subsys, ns;
 	uint64_t sum;
 	glob_t g;
@@ -96,14 +117,8 @@ static inline uint64_t host_disk_flushes(struct __test_metadata *_metadata,
 
 	EXPECT_EQ(0, host_disk_attr(dev, "stat", buf, sizeof(buf)));
 	sum = host_stat_flushes(_metadata, "the disk", buf);
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev),
-		 minor(dev));
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0)
+	if (host_disk_name(dev, name, sizeof(name)))
 		return sum;
-	link[n] = 0;
-	name = strrchr(link, '/');
-	name = name ? name + 1 : link;
 	if (sscanf(name, "nvme%un%u", &subsys, &ns) != 2 || strchr(name, 'c') ||
 	    strchr(name, 'p'))
 		return sum;

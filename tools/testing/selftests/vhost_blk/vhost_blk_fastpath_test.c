@@ -15,6 +15,7 @@
 #include "kselftest_harness.h"
 
 #include "vblk_test.h"
+#include "vblk_host.h"
 
 #define TRACEFS		"/sys/kernel/tracing"
 
@@ -92,21 +93,12 @@ static void run_spin(struct __test_metadata *_metadata, struct vq *vq,
  */
 static bool backend_is_memory_disk(int fd)
 {
-	char path[64], link[256];
-	const char *name;
+	char name[64];
 	struct stat st;
-	ssize_t n;
 
-	if (fstat(fd, &st) || !S_ISBLK(st.st_mode))
+	if (fstat(fd, &st) || !S_ISBLK(st.st_mode) ||
+	    host_disk_name(st.st_rdev, name, sizeof(name)))
 		return false;
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u",
-		 major(st.st_rdev), minor(st.st_rdev));
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0)
-		return false;
-	link[n] = 0;
-	name = strrchr(link, '/');
-	name = name ? name + 1 : link;
 	return !strncmp(name, "ram", 3) || strstr(name, "nullb");
 }
 
