@@ -74,8 +74,8 @@ done
 
 msg() { printf '%s: %s\n' "$me" "$*"; }
 die() { msg "error: $*"; exit 1; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# shellcheck source=lib.sh
+. "$e2e_dir/lib.sh"
 
 for f in "$kernel" "$tools" "$bridge"; do
 	[ -e "$f" ] || die "$f not found"
