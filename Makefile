@@ -16,6 +16,8 @@
 #                   backend on the debug kernel (hours)
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
+#   make demo-migrate  live migration between two test VMs sharing an
+#                   NVMe/TCP disk (about 15 min)
 #   make checkpatch kernel code through checkpatch.pl --strict
 #   make deb        vhost-blk-dkms and vhost-blk-tools .debs in build/deb
 #   make package-test  build them, install them in the test VM, test them
@@ -43,7 +45,7 @@ export USER_CFLAGS
 KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h drivers/vhost/blk_compat.h \
 	include/uapi/linux/vhost_blk.h
 
-.PHONY: all deps module tools check bench demo checkpatch intree clean \
+.PHONY: all deps module tools check bench demo demo-migrate checkpatch intree clean \
 	debug-kernel module-debug module-6.1 fuzz-debug deb package-test
 
 all: module tools
@@ -110,10 +112,14 @@ fuzz-debug: all module-debug
 	bash $(SELFTEST_DIR)/run_check.sh --fuzz-debug $(FUZZ_DEBUG_REQUESTS)
 
 bench: all
+	bash scripts/deps.sh --ceph
 	bash $(BENCH_DIR)/run-bench.sh
 
 demo: all
 	bash $(BRIDGE_DIR)/e2e/demo.sh
+
+demo-migrate: all
+	bash $(BRIDGE_DIR)/e2e/two-host.sh
 
 # Errors fail the target.  Trace headers get the usual CHECKs on the
 # TRACE_EVENT() layout, which every kernel trace header shares.

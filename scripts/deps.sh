@@ -12,6 +12,8 @@
 #   KREL=6.12.N+deb12-amd64   KVER=6.12.N-...   KSRC=$BUILD/linux-source-6.12
 #   KREL_61=6.1.0-N-amd64     KVER_61=6.1.M-... KSRC_61=$BUILD/linux-source-6.1
 #
+# deps.sh --ceph installs only Ceph and QEMU's rbd driver, for make bench.
+#
 # deps.sh --pick-release [SERIES] only prints the release it would pick
 # for SERIES (6.12 or 6.1, default 6.12), from the apt cache as it is (no
 # root, no install): scripts/deps_test.sh runs it against a fake apt-cache.
@@ -117,6 +119,14 @@ apt_install() {
 		--no-install-recommends "$@" >/dev/null ||
 		die "apt-get install $* failed"
 }
+
+# deps.sh --ceph: only what make bench's Ceph experiment adds, a
+# one-node cluster in the test VM (which sees this root) and QEMU's librbd
+# driver for qemu-storage-daemon.
+if [ "${1:-}" = --ceph ]; then
+	apt_install ceph-mon ceph-mgr ceph-osd ceph-common qemu-block-extra
+	exit 0
+fi
 
 # shellcheck disable=SC2086
 apt_install $host_pkgs

@@ -15,6 +15,10 @@ dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$dir/../.." && pwd)
 BUILD=${BUILD:-$repo/build}
 bin=${VHOST_BLK_BENCH_BIN:-$BUILD/vhost-blk-bench/vhost-blk-bench}
+# shellcheck source=../testing/selftests/vhost_blk/nvme_tcp.sh
+. "$repo/tools/testing/selftests/vhost_blk/nvme_tcp.sh"
+# shellcheck source=../testing/selftests/vhost_blk/ceph_rbd.sh
+. "$repo/tools/testing/selftests/vhost_blk/ceph_rbd.sh"
 qsd_bin=${VHOST_BLK_BENCH_QSD:-qemu-storage-daemon}
 
 usage() {
@@ -42,14 +46,24 @@ Experiments:
           iodepth 1, vhost-blk busy-poll timeout 0 1 2 4 8 16 32 64 128
           us, 256 and 1024 us (an emulated guest answers slower than
           128 us), and adaptive (ceilings 32 and 128 us)
+  nvmetcp (NVMe/TCP: a null_blk 0us exported by the kernel's NVMe target
+          on 127.0.0.1:$nvme_port, connected with nvme-tcp) randread,
+          iodepth 1 on 1 queue and 32 on 2, polling off: vhost-blk and
+          qemu-storage-daemon on the same namespace, and io_uring on it
+  rbd     (Ceph RBD: a one-node cluster, one OSD in memory, on 127.0.0.1)
+          randread, iodepth 1 on 1 queue and 32 on 2, polling off:
+          vhost-blk on the image mapped by the kernel client (krbd),
+          qemu-storage-daemon with QEMU's librbd driver (driver=rbd), and
+          qemu-storage-daemon on the same /dev/rbdN with io_uring
 
 Options:
   --out DIR        where results go (default \$VHOST_BLK_VM_OUT)
   --runtime SEC    measured seconds per point (default 2.5)
   --ramp SEC       warm-up seconds per point (default 0.5)
   --only LIST      experiments to run: matrix,notify,poll (default all)
-  --smoke          instead: a few requests on every back-end (brd), checking
-                   only that the counts add up; seconds, for 'make check'.
+  --smoke          instead: a few requests on every back-end (brd, then
+                   the NVMe/TCP namespace), checking only that the counts
+                   add up; seconds, for 'make check'.
                    Prints TAP on stdout (one test per run, or one failed
                    test if the setup failed); details on stderr
   -h, --help       this text
@@ -77,7 +91,11 @@ quick=0
 # back-ends poll under in the "both polling" rows.
 poll_max_us=32
 poll_sweep=0,8,32,128,256,1024,adaptive:32,adaptive:256
-only=headline,matrix,scaling,notify,poll,cpoll
+only=headline,matrix,scaling,notify,poll,cpoll,nvmetcp,rbd
+# The NVMe/TCP export's name and port (nvme_tcp.sh); the name is set once
+# it exists, for cleanup.
+nvme_port=4422
+nvme_name=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out)		out=${2:?--out needs a directory}; shift 2 ;;
@@ -123,6 +141,8 @@ nullbs=()
 cleanup() {
 	stop_qsd
 	local n
+	[ -z "$nvme_name" ] || nvme_tcp_down "$nvme_name" "$nvme_port"
+	ceph_rbd_down "$run_dir/ceph"
 	for n in "${nullbs[@]}"; do
 		echo 0 >"/sys/kernel/config/nullb/$n/power" 2>/dev/null || true
 		rmdir "/sys/kernel/config/nullb/$n" 2>/dev/null || true
@@ -165,6 +185,19 @@ setup_nullb() {
 	die "null_blk $name: no /dev/$name or /dev/nullb$idx"
 }
 
+# setup_nvme_tcp: a null_blk 0us (not memory backed, no poll queues)
+# exported over NVMe/TCP and connected; sets nvme_dev to the namespace.
+setup_nvme_tcp() {
+	local nb err
+
+	nullbs+=(vbb_nullb_nvmet)
+	nb=$(setup_nullb vbb_nullb_nvmet 2 0)
+	nvme_name=vbb-bench
+	nvme_dev=$(nvme_tcp_up "$nvme_name" "$nb" "$nvme_port" 2>"$run_dir/nvme.err") ||
+		{ err=$(tr '\n' ' ' <"$run_dir/nvme.err"); die "NVMe/TCP: $err"; }
+	nvme_setup="null_blk queue_mode=2 irqmode=2 (timer) completion_nsec=0 submit_queues=$ncpu, exported by nvmet-tcp on 127.0.0.1:$nvme_port, connected with nvme-tcp as $nvme_dev (loopback, no network emulated)"
+}
+
 # wait_sock PID SOCK TENTHS: whether process PID creates SOCK within
 # TENTHS tenths of a second (false as soon as it exits).
 wait_sock() {
@@ -178,14 +211,22 @@ wait_sock() {
 }
 
 # start_qsd DEV SOCK POLL_MAX_NS: one iothread (qsd 7.2 exports run in
-# one), polling adaptively up to POLL_MAX_NS (0: not at all).
+# one), polling adaptively up to POLL_MAX_NS (0: not at all), on DEV with
+# io_uring.
 start_qsd() {
-	local dev=$1 sock=$2 pollns=$3
+	start_qsd_on "driver=host_device,filename=$1,node-name=disk,cache.direct=on,aio=io_uring" "$2" "$3"
+}
 
+# start_qsd_on BLOCKDEV SOCK POLL_MAX_NS: the same on any --blockdev whose
+# node is "disk".
+start_qsd_on() {
+	local blockdev=$1 sock=$2 pollns=$3 dev=${1#*filename=}
+
+	dev=${dev%%,*}
 	rm -f "$sock"
 	"$qsd_bin" \
 		--object "iothread,id=io0,poll-max-ns=$pollns" \
-		--blockdev "driver=host_device,filename=$dev,node-name=disk,cache.direct=on,aio=io_uring" \
+		--blockdev "$blockdev" \
 		--export "type=vhost-user-blk,id=exp,node-name=disk,iothread=io0,addr.type=unix,addr.path=$sock,writable=on,num-queues=$qsd_queues" \
 		>>"$run_dir/qsd.log" 2>&1 &
 	qsd_pid=$!
@@ -253,10 +294,18 @@ if [ "$smoke" = 1 ]; then
 	"$bin" --smoke --quiet --cpus split --label "brd" -d /dev/ram0 \
 		-b vhost-blk -r randread -n 1 -p 8 --poll-completions on \
 		--json "$out/smoke.jsonl" >"$run_dir/smoke2.tap" || failed=1
-	# One TAP stream: the tests of both, numbered on.
-	n=$(cat "$run_dir"/smoke[12].tap | grep -cE '^(not )?ok ' || true)
+	# Network storage: the three back-ends on an NVMe/TCP namespace.
+	setup_nvme_tcp
+	start_qsd "$nvme_dev" "$sock" 0
+	"$bin" --smoke --quiet --cpus split --label "nvme-tcp" -d "$nvme_dev" \
+		-s "$sock" -u plain --json "$out/smoke.jsonl" |
+		sed -E 's/^((not )?ok [0-9]+ - )/\1nvme-tcp: /' >"$run_dir/smoke3.tap" ||
+		failed=1
+	stop_qsd
+	# One TAP stream: the tests of all, numbered on.
+	n=$(cat "$run_dir"/smoke[123].tap | grep -cE '^(not )?ok ' || true)
 	printf 'TAP version 13\n1..%d\n' "$n"
-	grep -hvE '^(TAP version|1\.\.[0-9]+$)' "$run_dir"/smoke[12].tap |
+	grep -hvE '^(TAP version|1\.\.[0-9]+$)' "$run_dir"/smoke[123].tap |
 		awk '/^(not )?ok [0-9]+/ { sub(/ok [0-9]+/, "ok " ++i) } { print }'
 	exit "$failed"
 fi
@@ -378,6 +427,69 @@ if want cpoll; then
 			-r randread -q 1,32 -n 1 -u "${uring_all/sqpoll,/}" --round "$r"
 	done
 fi
+# Network storage: the same null_blk kind behind NVMe/TCP on loopback;
+# both vhost back-ends with polling off, io_uring beside; $rounds rounds.
+if want nvmetcp; then
+	setup_nvme_tcp
+	disks+=("nvme-tcp|$nvme_dev|$nvme_setup")
+	for r in $(seq "$rounds"); do
+		msg "nvmetcp round $r of $rounds ($nvme_dev)"
+		start_qsd "$nvme_dev" "$sock" 0
+		for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+			# shellcheck disable=SC2086  # two options in each
+			bench "nvme-tcp" nvmetcp -d "$nvme_dev" -s "$sock" "${common[@]}" \
+				-b vhost-blk,vhost-user -p 0 --vu-poll 0 -r randread \
+				$shape -w per-queue --round "$r"
+		done
+		stop_qsd
+		for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+			# shellcheck disable=SC2086
+			bench "nvme-tcp" nvmetcp -d "$nvme_dev" "${common[@]}" \
+				-b io_uring -u plain -r randread $shape --round "$r"
+		done
+	done
+fi
+# Ceph: krbd under vhost-blk against librbd in qemu-storage-daemon, and
+# qsd on krbd with io_uring; $rounds rounds.  Without Ceph installed
+# (scripts/deps.sh --ceph) the experiment is recorded as not run.
+rbd_status="not run"
+if want rbd; then
+	if ! command -v ceph-mon >/dev/null || ! command -v rbd >/dev/null; then
+		rbd_status="not run: Ceph is not installed (scripts/deps.sh --ceph)"
+		msg "rbd: $rbd_status"
+	elif ! rbd_dev=$(ceph_rbd_up "$run_dir/ceph" vbb 256 2>"$run_dir/ceph.err"); then
+		rbd_status="not run: the cluster did not come up: $(tr '\n' ' ' <"$run_dir/ceph.err")"
+		msg "rbd: $rbd_status"
+		failed=1
+	else
+		rbd_status="run"
+		export CEPH_CONF=$run_dir/ceph/ceph.conf
+		disks+=("krbd|$rbd_dev|Ceph 16 one-node cluster on 127.0.0.1 (1 mon, 1 mgr, 1 OSD on memstore, pool size 1, no auth), 256 MiB image rbd/vbb mapped by the kernel client as $rbd_dev")
+		disks+=("librbd|rbd/vbb|the same image through QEMU's rbd driver (librbd) in qemu-storage-daemon")
+		# Every read finds data: a read of an object never written costs
+		# less in both clients.
+		dd if=/dev/zero of="$rbd_dev" bs=4M oflag=direct 2>/dev/null || true
+		for r in $(seq "$rounds"); do
+			msg "rbd round $r of $rounds ($rbd_dev)"
+			start_qsd "$rbd_dev" "$sock" 0
+			for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+				# shellcheck disable=SC2086  # two options in each
+				bench "krbd" rbd -d "$rbd_dev" -s "$sock" "${common[@]}" \
+					-b vhost-blk,vhost-user -p 0 --vu-poll 0 -r randread \
+					$shape -w per-queue --round "$r"
+			done
+			stop_qsd
+			start_qsd_on "driver=rbd,pool=rbd,image=vbb,conf=$CEPH_CONF,node-name=disk,cache.direct=on" "$sock" 0
+			for shape in "-q 1 -n 1" "-q 32 -n 2"; do
+				# shellcheck disable=SC2086
+				bench "librbd" rbd -d "$rbd_dev" -s "$sock" "${common[@]}" \
+					-b vhost-user --vu-poll 0 -r randread $shape \
+					--round "$r"
+			done
+			stop_qsd
+		done
+	fi
+fi
 end=$(date +%s)
 
 # One document: what ran where, then every run.  Written by jq, read by jq
@@ -398,7 +510,7 @@ jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
 	--arg kernel "$(uname -r)" \
 	--arg qsd "$("$qsd_bin" --version | head -n 1)" \
 	--arg qsd_export "--object iothread,id=io0,poll-max-ns=N --blockdev driver=host_device,cache.direct=on,aio=io_uring --export type=vhost-user-blk,iothread=io0,num-queues=$qsd_queues" \
-	--arg qsd_multi "$qsd_multi" \
+	--arg qsd_multi "$qsd_multi" --arg rbd_status "$rbd_status" \
 	--argjson poll_max_us "$poll_max_us" --argjson rounds "$rounds" \
 	--arg uring_modes "$uring_all" --arg only "$only" \
 	--arg commit "${VHOST_BLK_BENCH_COMMIT:-unknown}" \
@@ -413,7 +525,7 @@ jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
 		vcpus: $vcpus, guest_mem_mib: $mem_mib, guest_kernel: $kernel,
 		vm: "\($vcpus) vCPUs, \($mem_mib) MiB usable (the test VM\u0027s default size), on a \($host_cpus)-CPU host",
 		qemu_storage_daemon: $qsd, qsd_export: $qsd_export,
-		qsd_multi_iothread: $qsd_multi,
+		qsd_multi_iothread: $qsd_multi, rbd: $rbd_status,
 		poll_max_us: $poll_max_us,
 		polling_rows: "off: vhost-blk busyloop 0, qsd iothread poll-max-ns=0; adaptive: vhost-blk VHOST_BLK_POLL_ADAPTIVE and qsd poll-max-ns, both with a ceiling of \($poll_max_us) us (QEMU\u0027s default)",
 		uring_modes: $uring_modes,

@@ -4,7 +4,8 @@
 # Markdown summary of a vhost-blk-bench result document (bench.sh's
 # result.json, or bench/results/*.json), read with jq (bench.jq): the
 # goals, the headline medians with their spread, the matrix, scaling,
-# completion polling, the notification experiment and the polling sweep.
+# completion polling, NVMe/TCP, Ceph RBD, the notification experiment and
+# the polling sweep.
 # Every number is copied from the document; nothing is measured here.
 #
 #   summary.sh RESULT.json
@@ -103,6 +104,30 @@ $d.meta as $meta | $d.medians as $m |
 ($m[] | select(.experiment == "cpoll") |
  "| \(wl) | \(be)\(if .poll_completions then " + VHOST_BLK_POLL_COMPLETIONS" else "" end) | \(.polling) | \(cell) | " +
  "\(.lat_mean_us | ms(f0)) | \(.cpu_us_per_req | ms(f1)) | \(.ok_runs)/\(.runs) |"),
+"",
+"### Network storage: NVMe/TCP on loopback (randread, polling off)",
+"",
+"\([$d.meta.disks[]? | select(.label == "nvme-tcp") | .setup] | first // "not run")",
+"",
+"| workload | back-end | IOPS | mean lat us | CPU us/req | IOPS / qsd | runs |",
+"|---|---|---:|---:|---:|---:|---:|",
+([$m[] | select(.experiment == "nvmetcp")] | group_by([.iodepth, .queues])[] | . as $g |
+ ([$g[] | select(.backend == "vhost-user")] | first | .iops.median // null) as $q |
+ $g[] |
+ "| \(wl) | \(be) | \(cell) | \(.lat_mean_us | ms(f0)) | \(.cpu_us_per_req | ms(f1)) | " +
+ "\(if $q and $q > 0 and .iops.median then .iops.median / $q | f2 else "-" end) | \(.ok_runs)/\(.runs) |"),
+"",
+"### Ceph RBD: krbd under vhost-blk or qsd, librbd in qsd (randread, polling off)",
+"",
+"Cluster: \([$d.meta.disks[]? | select(.label == "krbd") | .setup] | first // ($meta.rbd // "not run")).",
+"",
+"| workload | back-end | client | IOPS | mean lat us | CPU us/req | IOPS / qsd librbd | runs |",
+"|---|---|---|---:|---:|---:|---:|---:|",
+([$m[] | select(.experiment == "rbd")] | group_by([.iodepth, .queues])[] | . as $g |
+ ([$g[] | select(.label == "librbd")] | first | .iops.median // null) as $q |
+ $g[] |
+ "| \(wl) | \(be) | \(.label) | \(cell) | \(.lat_mean_us | ms(f0)) | \(.cpu_us_per_req | ms(f1)) | " +
+ "\(if $q and $q > 0 and .iops.median then .iops.median / $q | f2 else "-" end) | \(.ok_runs)/\(.runs) |"),
 "",
 "### Notification policy (null_blk 280us, randread, polling off)",
 "",

@@ -74,8 +74,8 @@ done
 
 msg() { printf '%s: %s\n' "$me" "$*"; }
 die() { msg "error: $*"; exit 1; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# shellcheck source=lib.sh
+. "$e2e_dir/lib.sh"
 
 for f in "$kernel" "$tools" "$bridge"; do
 	[ -e "$f" ] || die "$f not found"
@@ -86,16 +86,6 @@ failures=0
 results=$out/results
 : >"$results" || die "cannot write $results"
 declare -a summary
-record() {	# record NAME pass|fail [detail]
-	summary+=("$(printf '%-28s %s %s' "$1" "$2" "${3:-}")")
-	[ "$2" = pass ] || failures=$((failures + 1))
-	echo "$2 $1 ${3:-}" >>"$results"
-}
-timing() {
-	summary+=("$(printf '%-28s %ss' "time:$1" "$2")")
-	echo "time $1 $2" >>"$results"
-}
-
 t_all=$(now)
 if [ -n "$ko" ]; then
 	modprobe vhost || die "modprobe vhost failed"
@@ -201,32 +191,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The nested guest cannot calibrate its TSC (the PIT is too slow under TCG
-# in TCG) and has no ACPI, so no HPET or PM timer: its clock would be
-# jiffies, and fio's latencies multiples of 10 ms.  But TCG's RDTSC reads
-# the TSC of the machine QEMU runs on, this VM, whose rate the kernel here
-# knows ("cpu MHz"): tell it.
-tsc_khz=$(awk '/^cpu MHz/ { printf "%d", $4 * 1000; exit }' /proc/cpuinfo)
-clock_args=
-[ "${tsc_khz:-0}" -gt 0 ] && clock_args="tsc_early_khz=$tsc_khz tsc=reliable"
+e2e_clock_args
 
 # The guest's console input: a FIFO that this shell keeps open for writing,
 # so that QEMU never reads end-of-file from it and we can answer the guest.
 console_in=$work/console.in
 mkfifo "$console_in" || die "cannot create $console_in"
 exec {console_fd}<>"$console_in"
-
-# wait_line FILE REGEX PID: until FILE has a line matching REGEX (status 0),
-# or PID has gone without one appearing (status 1).
-wait_line() {
-	while ! grep -q "$2" "$1" 2>/dev/null; do
-		if ! kill -0 "$3" 2>/dev/null; then
-			grep -q "$2" "$1" 2>/dev/null
-			return
-		fi
-		sleep 0.2
-	done
-}
 
 # serve_stats_request LOG: when the guest asks (VBB-E2E-STATS-REQUEST, while
 # its disk is open and has served I/O), SIGUSR1 the bridge, wait until the
@@ -245,30 +216,6 @@ serve_stats_request() {
 qemu_as=()
 # Further options of the guest's memory backend (hugetlb=on for boot 2).
 mem_opts=
-
-# guest_qemu MODE SOCKET [QEMU options] &: the nested guest's QEMU, its
-# disk on the bridge at SOCKET.  Run it in the background only: it execs,
-# so that the job's pid is the QEMU's own timeout, which a kill reaches.
-guest_qemu() {
-	local mode=$1 s=$2 accel=tcg
-
-	shift 2
-	[ "$smp" -gt 1 ] && accel=tcg,thread=multi
-	exec timeout -k 10 "$boot_timeout" "${qemu_as[@]}" qemu-system-x86_64 \
-		-nodefaults -no-user-config -display none -no-reboot -nic none \
-		-machine pc -accel "$accel" -cpu max -smp "$smp" \
-		-m "$guest_mem${hotplug_mem:+,slots=2,maxmem=$((guest_mem + hotplug_mem))M}" \
-		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on${mem_opts:+,$mem_opts}" \
-		-numa node,memdev=mem \
-		-kernel "$kernel" \
-		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.resize=$resize vbb.hotplug=${hotplug_mem:+1} vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
-		-serial stdio \
-		-chardev "socket,id=vbb,path=$s" \
-		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
-		-drive "file=$tools,if=none,id=tools,format=raw,readonly=on" \
-		-device virtio-blk-pci,drive=tools,addr=0x5 \
-		"$@"
-}
 
 # Online resize (boot 2, a file backend: it can grow): when the guest asks
 # (VBB-E2E-RESIZE-REQUEST), grow the image by 64 MiB, SIGHUP the bridge,
@@ -356,21 +303,6 @@ exits_per_io_check() {
 	fi
 }
 
-# guest_results MODE LOG: the results and timings the guest printed.
-guest_results() {
-	local mode=$1 log=$2 name res detail secs
-
-	while read -r _ name res detail; do
-		[ -n "$name" ] || continue
-		record "$mode:$name" "$res" "$detail"
-	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-RESULT')"
-	while read -r _ name secs; do
-		[ -n "$name" ] || continue
-		timing "$mode:$name" "$secs"
-	done <<<"$(tr -d '\r' <"$log" | grep '^VBB-E2E-TIME')"
-	grep -E '^  fio: ' "$log" | sed "s/^  fio: /  $mode fio: /"
-}
-
 # boot MODE: one nested guest against the running bridge.
 boot() {
 	local mode=$1 log=$out/guest-$1.log t0 rc qemu_pid helper=
@@ -413,21 +345,6 @@ guest_done() {
 	guest_results "$mode" "$log"
 }
 
-# disconnect_reads LOG: reads the bridge counted on queue 0 until its
-# frontend last disconnected (0 if it never reported).
-disconnect_reads() {
-	local n
-
-	n=$(sed -n 's/.*stats disconnect queue=0 in=\([0-9]*\).*/\1/p' "$1" |
-		tail -n 1)
-	echo "${n:-0}"
-}
-
-# hmp SOCKET COMMAND: one command on a QEMU human monitor, its output.
-hmp() {
-	printf '%s\n' "$2" | socat -t 5 - "UNIX-CONNECT:$1" 2>/dev/null | tr -d '\r'
-}
-
 # The migration boot: the guest starts on QEMU A (bridge A) and, when it
 # has written its pattern and is re-reading it, moves to QEMU B (bridge B,
 # same disk, -incoming).  The guest reads on until B's console says the
@@ -436,7 +353,7 @@ migrate_boot() {
 	local src_log=$out/guest-migrate-src.log dst_log=$out/guest-migrate-dst.log
 	local mon=$work/mon.sock mig=$work/mig.sock dst_in=$work/console-dst.in
 	local dst_sock=$work/vbb-dst.sock src_pid dst_pid src_bridge dst_bridge
-	local t0 t1 st= i dst_fd src_reads dst_reads
+	local t0 st= i dst_fd src_reads dst_reads
 
 	# Both on the disk at once: --shared, or the second one finds the
 	# first one's lock.
@@ -465,17 +382,8 @@ migrate_boot() {
 
 	# The guest asks once its I/O runs; then migrate and wait for the end.
 	if wait_line "$src_log" '^VBB-E2E-MIGRATE-NOW' "$src_pid"; then
-		t1=$(now)
-		hmp "$mon" "migrate_set_parameter max-bandwidth 1G" >/dev/null
-		hmp "$mon" "migrate -d unix:$mig" >"$out/migrate-hmp.log"
-		for i in $(seq 600); do
-			st=$(hmp "$mon" "info migrate" | sed -n 's/^Migration status: *//p')
-			case "$st" in completed|failed|cancelled) break ;; esac
-			kill -0 "$src_pid" 2>/dev/null || break
-			sleep 1
-		done
-		hmp "$mon" "info migrate" >>"$out/migrate-hmp.log"
-		timing migration "$(elapsed "$t1")"
+		migrate_wait "$mon" "unix:$mig" "$src_pid"
+		st=$migrate_status
 	fi
 	if [ "$st" = completed ]; then
 		record migrate:status pass

@@ -8,13 +8,17 @@
 #   nullb   a memory-backed null_blk made through configfs, completing
 #           from a timer so that requests really are in flight
 #   ext4    a raw image file on ext4, on a loop device
+#   nvmetcp a memory-backed null_blk exported by the kernel's NVMe target
+#           over TCP on 127.0.0.1 and connected with nvme-tcp: the
+#           namespace /dev/nvmeXn1 (nvme_tcp.sh); on the stock kernel
+#           only (the debug kernel has no IP stack)
 #
 # leaving one TAP file per program and backend, BACKEND.PROGRAM.tap, in
 # $VHOST_BLK_VM_OUT; and vhost_blk_cpoll_test, which makes its own
 # backends, once (cpoll.vhost_blk_cpoll_test.tap).  A backend that cannot
 # be set up leaves BACKEND.setup.tap with one failed test instead.  Then the hostile-guest
-# suite (hostile.tap) and, on the stock kernel, the benchmark smoke run
-# and the perf check.
+# suite (hostile.tap) and, on the stock kernel, the NVMe/TCP path failure
+# (nvmetcp.pathfail.tap), the benchmark smoke run and the perf check.
 #
 # On Debian's 6.1 kernel (--pass 6.1) every TAP file's name starts with
 # "6.1.", and there is no bench or perf run.
@@ -96,6 +100,10 @@ programs=(vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test
 	vhost_blk_trust_test)
 [ "$hostile_only" = 0 ] || programs=()
 here=$(cd "$(dirname "$0")" && pwd)
+backends=(brd nullb ext4 nvmetcp)
+# The debug kernel is built without an IP stack (vm/debug-kernel.config);
+# Debian's 6.1 has NVMe/TCP, but its pass keeps to the local disks.
+[ "$pass" = stock ] || backends=(brd nullb ext4)
 
 note() { printf 'in_vm: %s\n' "$*"; }
 
@@ -107,26 +115,18 @@ setup_brd() {
 	echo /dev/ram0
 }
 
-setup_nullb() {
-	local name=nullb-vhost-blk nb dev i
+# make_nullb NAME ATTR=VALUE...: a null_blk made through configfs with
+# these attributes, then powered on; prints its device node.
+make_nullb() {
+	local name=$1 nb=/sys/kernel/config/nullb/$1 kv dev
 
-	nb=/sys/kernel/config/nullb/$name
-	modprobe null_blk >&2 || return
-	mkdir "$nb" || return
-	# 256 MB kept in memory behind a 16 MB volatile write cache (so
-	# that flushes and FUA have something to reach), with discard,
-	# 512-byte blocks, each request completed by a timer 50 us after
-	# submission.
-	echo 256 >"$nb/size" &&
-		echo 1 >"$nb/memory_backed" &&
-		echo 16 >"$nb/cache_size" &&
-		echo 1 >"$nb/discard" &&
-		echo 512 >"$nb/blocksize" &&
-		echo 2 >"$nb/irqmode" &&
-		echo 50000 >"$nb/completion_nsec" &&
-		echo 1 >"$nb/power" || return
+	shift
+	modprobe null_blk >&2 && mkdir "$nb" || return
+	for kv in "$@" power=1; do
+		echo "${kv#*=}" >"$nb/${kv%%=*}" || return
+	done
 	# Named after the configfs directory since 6.x, nullbN before.
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		for dev in "/dev/$name" "/dev/nullb$(cat "$nb/index")"; do
 			if [ -b "$dev" ]; then
 				echo "$dev"
@@ -137,6 +137,27 @@ setup_nullb() {
 	done
 	echo "neither /dev/$name nor /dev/nullb$(cat "$nb/index") appeared" >&2
 	return 1
+}
+
+# 256 MB kept in memory behind a 16 MB volatile write cache (so that
+# flushes and FUA have something to reach), with discard, 512-byte
+# blocks, each request completed by a timer 50 us after submission.
+setup_nullb() {
+	make_nullb nullb-vhost-blk size=256 memory_backed=1 cache_size=16 \
+		discard=1 blocksize=512 irqmode=2 completion_nsec=50000
+}
+
+# shellcheck source=nvme_tcp.sh
+. "$here/nvme_tcp.sh"
+
+# 256 MB in memory, with discard, exported over NVMe/TCP; the target
+# completes it.
+setup_nvmetcp() {
+	local dev
+
+	dev=$(make_nullb nullb-nvmet size=256 memory_backed=1 discard=1 \
+		blocksize=512) || return
+	nvme_tcp_up vhost-blk-tests "$dev"
 }
 
 setup_ext4() {
@@ -236,7 +257,7 @@ fi
 errs=$(mktemp)
 hostile_backends=()
 declare -A devs
-for name in brd nullb ext4; do
+for name in "${backends[@]}"; do
 	if dev=$("setup_$name" 2>"$errs") && [ -n "$dev" ]; then
 		devs[$name]=$dev
 		hostile_backends+=("$name=$dev")
@@ -258,7 +279,7 @@ if [ "$pass" = 6.1 ] && [ -n "${devs[ext4]:-}" ]; then
 	note "scratch files in $VHOST_BLK_SCRATCH_DIR (no O_DIRECT on tmpfs before 6.6)"
 fi
 
-for name in brd nullb ext4; do
+for name in "${backends[@]}"; do
 	[ -z "${devs[$name]:-}" ] || run_backend "$name" "${devs[$name]}"
 done
 
@@ -285,6 +306,13 @@ if [ "${#hostile_backends[@]}" -gt 0 ]; then
 fi
 
 if [ "$pass" = stock ]; then
+	# NVMe/TCP path failure: the target's port down for 5 s under a
+	# writing guest, then back before ctrl_loss_tmo.
+	tap=$out/nvmetcp.pathfail.tap
+	bash "$here/nvme_tcp_pathfail.sh" "$bindir" >"$tap" 2>"$out/nvmetcp.pathfail.log"
+	note "nvmetcp path failure: $(grep -c '^ok' "$tap") ok, $(grep -c '^not ok' "$tap") not ok"
+	grep '^not ok ' "$tap" | sed 's/^/in_vm:   /'
+
 	# vhost-blk-bench --smoke: every back-end kind runs and its counts
 	# add up.
 	bash "$here/../../../vhost-blk-bench/bench.sh" --smoke \

@@ -9,6 +9,7 @@
 #ifndef VBLK_HOST_H
 #define VBLK_HOST_H
 
+#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -48,6 +49,27 @@ static inline int host_disk_attr(dev_t dev, const char *attr, char *buf,
 	return 0;
 }
 
+/* The kernel's name of block device @dev ("nvme0n1", "ram0"); 0 or -errno. */
+static inline int host_disk_name(dev_t dev, char *buf, size_t len)
+{
+	char path[64], link[PATH_MAX];
+	const char *name;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev),
+		 minor(dev));
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENOENT;
+	link[n] = 0;
+	name = strrchr(link, '/');
+	name = name ? name + 1 : link;
+	if (strlen(name) >= len)
+		return -ENAMETOOLONG;
+	memcpy(buf, name, strlen(name) + 1);
+	return 0;
+}
+
 /* Whether @dev has a volatile write cache, which flushes and FUA reach. */
 static inline bool host_disk_write_back(struct __test_metadata *_metadata,
 					dev_t dev)
@@ -61,22 +83,61 @@ static inline bool host_disk_write_back(struct __test_metadata *_metadata,
 	return !strncmp(buf, "write back", 10);
 }
 
-/* Flush requests @dev has completed (field 15 of its stat file). */
-static inline uint64_t host_disk_flushes(struct __test_metadata *_metadata,
-					 dev_t dev)
+/* Field 15 of a block device's stat file: the flushes it completed. */
+static inline uint64_t host_stat_flushes(struct __test_metadata *_metadata,
+					 const char *what, const char *buf)
 {
 	unsigned long long v[17] = { 0 };
-	char buf[512];
 	int n;
 
-	EXPECT_EQ(0, host_disk_attr(dev, "stat", buf, sizeof(buf)));
 	n = sscanf(buf, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
 		   "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
 		   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
 		   &v[11], &v[12], &v[13], &v[14], &v[15], &v[16]);
-	EXPECT_LE(16, n) TH_LOG("stat of %u:%u: '%s'", major(dev), minor(dev),
-				buf);
+	EXPECT_LE(16, n) TH_LOG("stat of %s: '%s'", what, buf);
 	return v[15];
+}
+
+/*
+ * Flush requests @dev has completed.  An NVMe multipath head (nvmeXnY, as
+ * an NVMe/TCP namespace is with Debian's CONFIG_NVME_MULTIPATH) is
+ * bio-based: its requests, flushes among them, are counted on its paths
+ * (nvmeXcZnY), which are summed.
+ */
+static inline uint64_t host_disk_flushes(struct __test_metadata *_metadata,
+					 dev_t dev)
+{
+	char buf[512], name[64], path[PATH_MAX];
+	unsigned int subsys, ns;
+	uint64_t sum;
+	glob_t g;
+	size_t i;
+	ssize_t n;
+	int fd;
+
+	EXPECT_EQ(0, host_disk_attr(dev, "stat", buf, sizeof(buf)));
+	sum = host_stat_flushes(_metadata, "the disk", buf);
+	if (host_disk_name(dev, name, sizeof(name)))
+		return sum;
+	if (sscanf(name, "nvme%un%u", &subsys, &ns) != 2 || strchr(name, 'c') ||
+	    strchr(name, 'p'))
+		return sum;
+	snprintf(path, sizeof(path), "/sys/block/nvme%uc*n%u/stat", subsys, ns);
+	if (glob(path, 0, NULL, &g))
+		return sum;
+	for (i = 0; i < g.gl_pathc; i++) {
+		fd = open(g.gl_pathv[i], O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		sum += host_stat_flushes(_metadata, g.gl_pathv[i], buf);
+	}
+	globfree(&g);
+	return sum;
 }
 
 /* One bio seen by block_bio_queue. */

@@ -2542,8 +2542,12 @@ static void open_backend(void)
 			prog, o.backend);
 		exit(2);
 	}
-	f.addr_mask = 511;
+	/*
+	 * As the module: a block device's buffers need its DMA alignment
+	 * only (NVMe: 4 bytes), a file's at least a sector's.
+	 */
 	align = queue_limit(disk, "dma_alignment");
+	f.addr_mask = f.bdev ? 0 : 511;
 	if (align > f.addr_mask)
 		f.addr_mask = (unsigned int)align;
 	f.cap = size / SECT;

@@ -42,6 +42,11 @@ Options:
   --no-module        do not load $repo/vhost_blk.ko
   --brd-mib N        size of /dev/ram0 in MiB (default 256)
   --out DIR          read-write output directory (default \$BUILD/vm-out)
+  --netdev SPEC      a virtio-net NIC on QEMU's -netdev SPEC (for
+                     instance socket,listen=127.0.0.1:PORT in one VM and
+                     socket,connect=127.0.0.1:PORT in another: a link
+                     between the two); COMMAND loads virtio_net and sets
+                     the address.  --mac sets its MAC address
   -v, --verbose      say which accelerator is used and how long the boot took
   --debug            also show the kernel log and the VM's own steps on the
                      console (interleaves with the command's output)
@@ -95,6 +100,8 @@ brd_mib=256
 out=
 verbose=0
 debug=0
+netdev=
+mac=52:54:00:76:62:01
 
 need_arg() { [ "$2" -ge 2 ] || die 2 "$1 needs an argument (see --help)"; }
 
@@ -114,6 +121,10 @@ while [ $# -gt 0 ]; do
 	--brd-mib=*)	brd_mib=${1#*=}; shift ;;
 	--out)		need_arg "$1" $#; out=$2; shift 2 ;;
 	--out=*)	out=${1#*=}; shift ;;
+	--netdev)	need_arg "$1" $#; netdev=$2; shift 2 ;;
+	--netdev=*)	netdev=${1#*=}; shift ;;
+	--mac)		need_arg "$1" $#; mac=$2; shift 2 ;;
+	--mac=*)	mac=${1#*=}; shift ;;
 	--no-module)	no_module=1; shift ;;
 	-v|--verbose)	verbose=1; shift ;;
 	--debug)	verbose=1; debug=1; shift ;;
@@ -467,6 +478,8 @@ qemu_args=("${qemu_common[@]}" "${accel_args[@]}" -smp "$smp" -m "$mem"
 	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
 	-virtfs "local,path=$(qesc "$share"),mount_tag=vmrun,security_model=none,multidevs=remap"
 	-virtfs "local,path=$(qesc "$out"),mount_tag=vmout,security_model=none,multidevs=remap")
+[ -z "$netdev" ] ||
+	qemu_args+=(-netdev "$netdev,id=net0" -device "virtio-net-pci,netdev=net0,mac=$mac")
 
 console_log=$out/console.log
 rm -f "$out/dmesg.log" "$console_log"
