@@ -60,15 +60,19 @@ enum {
 	VHOST_BLK_FEATURES = (1ULL << VIRTIO_F_VERSION_1) |
 			     (1ULL << VIRTIO_RING_F_INDIRECT_DESC) |
 			     (1ULL << VIRTIO_RING_F_EVENT_IDX) |
+			     (1ULL << VIRTIO_BLK_F_SIZE_MAX) |
 			     (1ULL << VIRTIO_BLK_F_SEG_MAX) |
 			     (1ULL << VIRTIO_BLK_F_BLK_SIZE) |
 			     (1ULL << VIRTIO_BLK_F_FLUSH) |
 			     (1ULL << VIRTIO_BLK_F_TOPOLOGY) |
 			     (1ULL << VIRTIO_BLK_F_MQ) |
-			     (1ULL << VIRTIO_BLK_F_DISCARD) |
 			     (1ULL << VHOST_F_LOG_ALL),
-	/* Only offered while the attached backend has them. */
+	/*
+	 * Only offered while the attached backend has them; a request that
+	 * needs one the driver did not accept is answered UNSUPP.
+	 */
 	VHOST_BLK_FEATURES_BACKEND = (1ULL << VIRTIO_BLK_F_RO) |
+				     (1ULL << VIRTIO_BLK_F_DISCARD) |
 				     (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) |
 				     (1ULL << VIRTIO_BLK_F_SECURE_ERASE),
 };
@@ -142,6 +146,11 @@ struct vhost_blk_vq {
 	bool poll_completions;
 	/* Requests with a polled bio, from submission to vhost_blk_req_free(). */
 	struct list_head polled;
+	/*
+	 * Requests whose polled bio the block layer refused (REQ_NOWAIT):
+	 * to be sent again without polling, by vhost_blk_retry().
+	 */
+	struct llist_head retry_list;
 	/* Polls them while the ring is not busy-polled. */
 	struct vhost_work reap_work;
 	/*
@@ -216,6 +225,13 @@ struct vhost_blk_req {
 	/* Its one bio, if submitted REQ_POLLED: a reference of ours. */
 	struct bio *poll_bio;
 	struct list_head poll_node;	/* on vhost_blk_vq.polled */
+	/*
+	 * That bio went REQ_NOWAIT, and was not refused: how to send it
+	 * again, should it be.
+	 */
+	bool poll_nowait;
+	blk_opf_t poll_opf;
+	struct iov_iter poll_iter;
 	struct list_head free_node;	/* on vhost_blk_vq.free_reqs */
 	/*
 	 * Last: vhost_blk_req_alloc() does not clear it.  Linux guests send
@@ -265,6 +281,15 @@ static bool vhost_blk_writable(struct vhost_blk_backend *be)
 static bool vhost_blk_has_write_zeroes(struct vhost_blk_backend *be)
 {
 	return !be->bdev || bdev_write_zeroes_sectors(be->bdev);
+}
+
+/*
+ * Whether DISCARD can be served: a punched hole on a file, discard bios
+ * on a block device that takes them.  Not offered otherwise.
+ */
+static bool vhost_blk_has_discard(struct vhost_blk_backend *be)
+{
+	return !be->bdev || bdev_max_discard_sectors(be->bdev);
 }
 
 static void vhost_blk_free_bounce(struct vhost_blk_req *req)
@@ -375,12 +400,28 @@ static void vhost_blk_req_put(struct vhost_blk_req *req)
 static void vhost_blk_bio_end_io(struct bio *bio)
 {
 	struct vhost_blk_req *req = bio->bi_private;
+	struct vhost_blk_vq *bvq = req->bvq;
 
 	/*
-	 * A polled bio is refused so by a device that lost its poll queues
-	 * since the check: the request is supported, the I/O failed.
+	 * A polled bio goes REQ_NOWAIT (vhost_blk_bio_set_polled()): the
+	 * block layer refuses it rather than wait for a tag or the end of a
+	 * queue freeze (BLK_STS_AGAIN, also for a split), or refuses the
+	 * flags themselves (BLK_STS_NOTSUPP: the poll queues are gone).  It
+	 * moved no data: the worker sends the request again, unpolled.  Its
+	 * reference on the request stays, so it is still in flight.
 	 */
-	if (bio->bi_status == BLK_STS_NOTSUPP && !(bio->bi_opf & REQ_POLLED))
+	if (unlikely(req->poll_nowait &&
+		     (bio->bi_status == BLK_STS_AGAIN ||
+		      bio->bi_status == BLK_STS_NOTSUPP))) {
+		bio_release_pages(bio, false);
+		bio_put(bio);
+		/* Published by llist_add(), a full barrier: not to be reaped. */
+		WRITE_ONCE(req->poll_nowait, false);
+		llist_add(&req->node, &bvq->retry_list);
+		vhost_vq_work_queue(&bvq->vq, &bvq->done_work);
+		return;
+	}
+	if (bio->bi_status == BLK_STS_NOTSUPP)
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_UNSUPP);
 	else if (bio->bi_status)
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
@@ -514,17 +555,21 @@ static void vhost_blk_submit_sync(struct vhost_blk_req *req)
 	bool dead;
 
 	atomic_inc(&req->pending);
+	/*
+	 * Woken under sync_lock: once the lock is dropped the task may run
+	 * the request, end it, and let a detach stop and free the task.
+	 */
 	spin_lock(&blk->sync_lock);
 	dead = blk->sync_dead;
-	if (!dead)
+	if (!dead) {
 		list_add_tail(&req->sync_node, &blk->sync_list);
+		vhost_task_wake(blk->sync_task);
+	}
 	spin_unlock(&blk->sync_lock);
 	if (unlikely(dead)) {
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 		vhost_blk_req_put(req);
-		return;
 	}
-	vhost_task_wake(blk->sync_task);
 }
 
 /* Start the sync task, in the owner's context: it is one of its threads. */
@@ -681,18 +726,24 @@ static bool vhost_blk_want_polled(struct vhost_blk_vq *bvq,
 }
 
 /*
- * Submit @bio with REQ_POLLED, to be reaped by vhost_blk_reap().  Not
- * REQ_NOWAIT: a bio ended with BLK_STS_AGAIN would have to be sent again.
- * The reference taken here keeps the bio for vhost_blk_reap() until
- * vhost_blk_req_free().
+ * Submit @bio, all of the request's data from @iter on, with REQ_POLLED,
+ * to be reaped by vhost_blk_reap(), and REQ_NOWAIT: a polled bio must not
+ * sleep in submit_bio() for a tag or a queue freeze, as only this worker
+ * would reap the polled bios whose end frees them.  A refused one is sent
+ * again by vhost_blk_retry().  The reference taken here keeps the bio for
+ * vhost_blk_reap() until vhost_blk_req_free().
  */
 static void vhost_blk_bio_set_polled(struct vhost_blk_req *req,
-				     struct bio *bio)
+				     struct bio *bio,
+				     const struct iov_iter *iter)
 {
 	struct vhost_blk_vq *bvq = req->bvq;
 
 	lockdep_assert_held(&bvq->vq.mutex);
-	bio->bi_opf |= REQ_POLLED;
+	req->poll_opf = bio->bi_opf;
+	req->poll_iter = *iter;
+	req->poll_nowait = true;
+	bio->bi_opf |= REQ_POLLED | REQ_NOWAIT;
 	bio_get(bio);
 	req->poll_bio = bio;
 	list_add_tail(&req->poll_node, &bvq->polled);
@@ -715,6 +766,7 @@ static void vhost_blk_submit_bio(struct vhost_blk_req *req,
 				 bool polled)
 {
 	struct block_device *bdev = req->be->bdev;
+	const struct iov_iter start = *iter;
 	sector_t sector = req->sector;
 	struct bio *bio;
 	int ret;
@@ -735,7 +787,7 @@ static void vhost_blk_submit_bio(struct vhost_blk_req *req,
 			vhost_blk_bio_set_pages_dirty(bio);
 		if (polled) {
 			if (!iov_iter_count(iter))
-				vhost_blk_bio_set_polled(req, bio);
+				vhost_blk_bio_set_polled(req, bio, &start);
 			else
 				req->bvq->stats.poll_fallbacks++;
 			polled = false;
@@ -770,7 +822,7 @@ static void vhost_blk_submit_kiocb(struct vhost_blk_req *req,
 	atomic_inc(&req->pending);
 	if (write) {
 		iocb->ki_flags |= IOCB_WRITE;
-		ret = vfs_iocb_iter_write(file, iocb, iter);
+		ret = vhost_blk_iocb_iter_write(file, iocb, iter);
 	} else {
 		ret = vfs_iocb_iter_read(file, iocb, iter);
 	}
@@ -1109,8 +1161,7 @@ static u8 vhost_blk_check_ranges(struct vhost_blk_backend *be, u32 type,
 		return VIRTIO_BLK_S_IOERR;
 	if (len / sizeof(*segs) > VHOST_BLK_MAX_RANGE_SEG)
 		return VIRTIO_BLK_S_UNSUPP;
-	if (type == VIRTIO_BLK_T_DISCARD && be->bdev &&
-	    !bdev_max_discard_sectors(be->bdev))
+	if (type == VIRTIO_BLK_T_DISCARD && !vhost_blk_has_discard(be))
 		return VIRTIO_BLK_S_UNSUPP;
 	if (type == VIRTIO_BLK_T_WRITE_ZEROES &&
 	    !vhost_blk_has_write_zeroes(be))
@@ -1146,6 +1197,43 @@ static u8 vhost_blk_check_ranges(struct vhost_blk_backend *be, u32 type,
 ioerr:
 	kfree(segs);
 	return VIRTIO_BLK_S_IOERR;
+}
+
+/*
+ * Whether the data buffers of a read or write keep to what the device
+ * offers (VIRTIO_BLK_F_SIZE_MAX): none longer than VHOST_BLK_SIZE_MAX,
+ * as the vhost core translated them (at most UIO_MAXIOV of them).  That
+ * bounds what one request pins and submits under the ring's mutex, and
+ * its used length fits in 32 bits.
+ */
+static bool vhost_blk_data_bounded(const struct iov_iter *data)
+{
+	const struct iovec *iov = iter_iov(data);
+	size_t skip = data->iov_offset, left = iov_iter_count(data), len;
+	unsigned long i;
+
+	BUILD_BUG_ON((u64)UIO_MAXIOV * VHOST_BLK_SIZE_MAX >= U32_MAX);
+	for (i = 0; i < data->nr_segs && left; i++) {
+		len = min(iov[i].iov_len - skip, left);
+		if (len > VHOST_BLK_SIZE_MAX)
+			return false;
+		left -= len;
+		skip = 0;
+	}
+	return true;
+}
+
+/* The feature a DISCARD, WRITE_ZEROES or SECURE_ERASE request needs. */
+static unsigned int vhost_blk_range_feature(u32 type)
+{
+	switch (type) {
+	case VIRTIO_BLK_T_DISCARD:
+		return VIRTIO_BLK_F_DISCARD;
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+		return VIRTIO_BLK_F_WRITE_ZEROES;
+	default:
+		return VIRTIO_BLK_F_SECURE_ERASE;
+	}
 }
 
 /*
@@ -1259,17 +1347,22 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 				   iov_iter_count(&out_iter) +
 				   iov_iter_count(&in_iter), 0);
 
-	/* Data in the wrong direction for the type is an I/O error. */
+	/*
+	 * Data in the wrong direction for the type, or more of it than the
+	 * device offered to take, is an I/O error.
+	 */
 	switch (type) {
 	case VIRTIO_BLK_T_IN:
 		data = &in_iter;
-		ret = iov_iter_count(&out_iter) ? VIRTIO_BLK_S_IOERR :
+		ret = iov_iter_count(&out_iter) || !vhost_blk_data_bounded(data) ?
+		      VIRTIO_BLK_S_IOERR :
 		      vhost_blk_check_rw(be, sector, iov_iter_count(data),
 					 false);
 		break;
 	case VIRTIO_BLK_T_OUT:
 		data = &out_iter;
-		ret = iov_iter_count(&in_iter) ? VIRTIO_BLK_S_IOERR :
+		ret = iov_iter_count(&in_iter) || !vhost_blk_data_bounded(data) ?
+		      VIRTIO_BLK_S_IOERR :
 		      vhost_blk_check_rw(be, sector, iov_iter_count(data),
 					 true);
 		break;
@@ -1281,9 +1374,17 @@ static ssize_t vhost_blk_handle_req(struct vhost_blk_vq *bvq,
 	case VIRTIO_BLK_T_WRITE_ZEROES:
 	case VIRTIO_BLK_T_SECURE_ERASE:
 		data = NULL;
-		ret = iov_iter_count(&in_iter) ? VIRTIO_BLK_S_IOERR :
-		      vhost_blk_check_ranges(be, type, &out_iter, &segs,
-					     &nr_segs);
+		/*
+		 * Not negotiated: UNSUPP, whatever the backend could do
+		 * (VIRTIO 1.2, 5.2.6.2), before anything else is looked at.
+		 */
+		if (!vhost_has_feature(vq, vhost_blk_range_feature(type)))
+			ret = VIRTIO_BLK_S_UNSUPP;
+		else if (iov_iter_count(&in_iter))
+			ret = VIRTIO_BLK_S_IOERR;
+		else
+			ret = vhost_blk_check_ranges(be, type, &out_iter,
+						     &segs, &nr_segs);
 		break;
 	case VIRTIO_BLK_T_GET_ID:
 		len = min_t(size_t, iov_iter_count(&in_iter),
@@ -1353,6 +1454,97 @@ err:
 	return 0;
 }
 
+/* Stop polling for @req's bio: it ends, or ended, some other way. */
+static void vhost_blk_unpoll(struct vhost_blk_req *req)
+{
+	struct vhost_blk_vq *bvq = req->bvq;
+
+	lockdep_assert_held(&bvq->vq.mutex);
+	if (!req->poll_bio)
+		return;
+	list_del(&req->poll_node);
+	bio_put(req->poll_bio);
+	req->poll_bio = NULL;
+	bvq->stats.poll_fallbacks++;
+}
+
+/*
+ * Poll for the completions of this ring's polled bios, each in flight
+ * once, but one right after another of the same hardware queue: a poll
+ * reaps every completion of its queue.  They end here, in
+ * vhost_blk_bio_end_io(), which queues done_work as an interrupt would.
+ * Returns whether any of them was still in flight.
+ *
+ * Polling a bio needs it not freed meanwhile.  Each request on ->polled
+ * holds a reference on its polled bio from before submit_bio() until
+ * vhost_blk_req_free(), which runs under vq->mutex, held here: so the
+ * bio's end_io, run meanwhile by another task polling the same hardware
+ * queue or by an interrupt (the block layer clears REQ_POLLED of a bio it
+ * splits), cannot free it under bio_poll().  Its block device outlives
+ * it: the backend's file is put only after vhost_blk_drain().
+ */
+static bool vhost_blk_reap(struct vhost_blk_vq *bvq)
+{
+	blk_qc_t cookie, last = BLK_QC_T_NONE;
+	struct vhost_blk_req *req, *tmp;
+	bool busy = false;
+
+	lockdep_assert_held(&bvq->vq.mutex);
+	list_for_each_entry_safe(req, tmp, &bvq->polled, poll_node) {
+		/* Ended: waiting in done_list, or refused, in retry_list. */
+		if (!atomic_read(&req->pending) || !READ_ONCE(req->poll_nowait))
+			continue;
+		/*
+		 * The block layer took polling away (a throttled bio, or
+		 * one split by a stacking driver): it ends by interrupt,
+		 * and polling for it would spin until then.
+		 */
+		if (!(READ_ONCE(req->poll_bio->bi_opf) & REQ_POLLED)) {
+			vhost_blk_unpoll(req);
+			continue;
+		}
+		busy = true;
+		/* Not dispatched yet, or merged into another's request. */
+		cookie = READ_ONCE(req->poll_bio->bi_cookie);
+		if (cookie == BLK_QC_T_NONE || cookie == last)
+			continue;
+		last = cookie;
+		if (bio_poll(req->poll_bio, NULL, BLK_POLL_ONESHOT) > 0)
+			bvq->stats.poll_reaped++;
+	}
+	return busy;
+}
+
+/*
+ * Send again, unpolled, the requests whose polled bio the block layer
+ * refused (vhost_blk_bio_end_io()).  Unpolled and without REQ_NOWAIT, so
+ * submit_bio() may sleep: first reap every polled bio of the ring still
+ * in flight, so that none of them is what it waits for (a tag, or the end
+ * of a freeze that waits for them).  They are all dispatched (REQ_NOWAIT
+ * sends nothing that would wait), so that ends.  Returns whether there
+ * was any.
+ */
+static bool vhost_blk_retry(struct vhost_blk_vq *bvq)
+{
+	struct vhost_blk_req *req, *tmp;
+	struct llist_node *list;
+
+	lockdep_assert_held(&bvq->vq.mutex);
+	if (llist_empty(&bvq->retry_list))
+		return false;
+	while (vhost_blk_reap(bvq))
+		cond_resched();
+	list = llist_del_all(&bvq->retry_list);
+	llist_for_each_entry_safe(req, tmp, list, node) {
+		vhost_blk_unpoll(req);
+		vhost_blk_submit_bio(req, &req->poll_iter, req->poll_opf,
+				     false);
+		/* The refused bio's reference. */
+		vhost_blk_req_put(req);
+	}
+	return true;
+}
+
 /*
  * Write the status bytes of finished requests and return them to the guest
  * in one used-ring update and at most one notification.
@@ -1369,6 +1561,7 @@ static void vhost_blk_done_work(struct vhost_work *work)
 	u8 status;
 
 	mutex_lock(&vq->mutex);
+	vhost_blk_retry(bvq);
 	list = llist_reverse_order(llist_del_all(&bvq->done_list));
 	llist_for_each_entry_safe(req, tmp, list, node) {
 		status = READ_ONCE(req->result);
@@ -1447,44 +1640,6 @@ static void vhost_blk_poll_adapt(struct vhost_blk_vq *bvq, u64 block_ns)
 		 check_mul_overflow(window, (u64)bvq->poll_grow, &window))
 		window = max_ns;
 	bvq->poll_window_ns = min(window, max_ns);
-}
-
-/*
- * Poll for the completions of this ring's polled bios, each in flight
- * once, but one right after another of the same hardware queue: a poll
- * reaps every completion of its queue.  They end here, in
- * vhost_blk_bio_end_io(), which queues done_work as an interrupt would.
- * Returns whether any of them was still in flight.
- *
- * Polling a bio needs it not freed meanwhile.  Each request on ->polled
- * holds a reference on its polled bio from before submit_bio() until
- * vhost_blk_req_free(), which runs under vq->mutex, held here: so the
- * bio's end_io, run meanwhile by another task polling the same hardware
- * queue or by an interrupt (the block layer clears REQ_POLLED of a bio it
- * splits), cannot free it under bio_poll().  Its block device outlives
- * it: the backend's file is put only after vhost_blk_drain().
- */
-static bool vhost_blk_reap(struct vhost_blk_vq *bvq)
-{
-	blk_qc_t cookie, last = BLK_QC_T_NONE;
-	struct vhost_blk_req *req;
-	bool busy = false;
-
-	lockdep_assert_held(&bvq->vq.mutex);
-	list_for_each_entry(req, &bvq->polled, poll_node) {
-		/* Ended: waiting in done_list to be answered. */
-		if (!atomic_read(&req->pending))
-			continue;
-		busy = true;
-		/* Not dispatched yet, or merged into another's request. */
-		cookie = READ_ONCE(req->poll_bio->bi_cookie);
-		if (cookie == BLK_QC_T_NONE || cookie == last)
-			continue;
-		last = cookie;
-		if (bio_poll(req->poll_bio, NULL, BLK_POLL_ONESHOT) > 0)
-			bvq->stats.poll_reaped++;
-	}
-	return busy;
 }
 
 /*
@@ -1799,6 +1954,7 @@ static void vhost_blk_reap_all(struct vhost_blk *blk)
 		for (i = 0; i < blk->dev.nvqs; i++) {
 			bvq = &blk->vqs[i];
 			mutex_lock(&bvq->vq.mutex);
+			busy |= vhost_blk_retry(bvq);
 			busy |= vhost_blk_reap(bvq);
 			mutex_unlock(&bvq->vq.mutex);
 		}
@@ -2084,6 +2240,8 @@ static u64 vhost_blk_backend_features(struct vhost_blk_backend *be)
 		return 0;
 	if (!vhost_blk_writable(be))
 		features |= 1ULL << VIRTIO_BLK_F_RO;
+	if (vhost_blk_has_discard(be))
+		features |= 1ULL << VIRTIO_BLK_F_DISCARD;
 	if (vhost_blk_has_write_zeroes(be))
 		features |= 1ULL << VIRTIO_BLK_F_WRITE_ZEROES;
 	if (be->bdev && bdev_max_secure_erase_sectors(be->bdev))
@@ -2115,7 +2273,7 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 
 	if (get_user(off, &c->offset) || get_user(len, &c->len))
 		return -EFAULT;
-	if (!len || off > sizeof(cfg))
+	if (!len || off >= sizeof(cfg))
 		return -EINVAL;
 	/* An older kernel's config space ends sooner: say how much. */
 	len = min_t(u32, len, sizeof(cfg) - off);
@@ -2139,14 +2297,18 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 		cfg.opt_io_size = cpu_to_le32(bdev_io_opt(be->bdev) / lbs);
 	}
 	cfg.capacity = cpu_to_le64(vhost_blk_capacity(be));
+	cfg.size_max = cpu_to_le32(VHOST_BLK_SIZE_MAX);
 	cfg.seg_max = cpu_to_le32(VHOST_BLK_SEG_MAX);
 	cfg.blk_size = cpu_to_le32(lbs);
 	cfg.physical_block_exp = ilog2(max(pbs / lbs, 1U));
 	cfg.num_queues = cpu_to_le16(blk->dev.nvqs);
-	cfg.max_discard_sectors = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
-	cfg.max_discard_seg = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
-	cfg.discard_sector_alignment =
-		cpu_to_le32(discard_align >> SECTOR_SHIFT);
+	if (vhost_blk_has_discard(be)) {
+		cfg.max_discard_sectors =
+			cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
+		cfg.max_discard_seg = cpu_to_le32(VHOST_BLK_MAX_DISCARD_SEG);
+		cfg.discard_sector_alignment =
+			cpu_to_le32(discard_align >> SECTOR_SHIFT);
+	}
 	if (vhost_blk_has_write_zeroes(be)) {
 		cfg.max_write_zeroes_sectors =
 			cpu_to_le32(VHOST_BLK_MAX_DISCARD_SECTORS);
@@ -2302,6 +2464,7 @@ static int vhost_blk_init_vqs(struct vhost_blk *blk, unsigned int nvqs)
 		init_llist_head(&blk->vqs[i].done_list);
 		vhost_work_init(&blk->vqs[i].done_work, vhost_blk_done_work);
 		INIT_LIST_HEAD(&blk->vqs[i].polled);
+		init_llist_head(&blk->vqs[i].retry_list);
 		vhost_work_init(&blk->vqs[i].reap_work, vhost_blk_reap_work);
 		INIT_LIST_HEAD(&blk->vqs[i].free_reqs);
 	}

@@ -16,6 +16,10 @@
  *   owner's memory cgroup;
  * - file_bdev() and iter_iov();
  * - vhost_blk_eventfd_signal(), as eventfd_signal() lost its count in 6.8;
+ * - vhost_blk_iocb_iter_write(), as 6.1's vfs_iocb_iter_write() leaves
+ *   the file system's freeze protection to its caller, which 6.7 moved
+ *   into it (kiocb_start_write(), and kiocb_end_write() when the write
+ *   completes at once): blk.c's completion ends it, as on 6.12;
  * - vhost_blk_bio_set_pages_dirty() and vhost_blk_bio_check_pages_dirty(),
  *   as 6.1 does not export the block layer's own to modules;
  * - vhost_blk_bdev_can_poll(), as 6.1 keeps "this queue polls" in a
@@ -54,6 +58,13 @@ static inline bool vhost_blk_bdev_can_poll(struct block_device *bdev)
 
 	return queue_is_mq(q) && (q->limits.features & BLK_FEAT_POLL) &&
 	       READ_ONCE(q->tag_set->map[HCTX_TYPE_POLL].nr_queues);
+}
+
+static inline ssize_t vhost_blk_iocb_iter_write(struct file *file,
+						struct kiocb *iocb,
+						struct iov_iter *iter)
+{
+	return vfs_iocb_iter_write(file, iocb, iter);
 }
 
 static inline void vhost_blk_eventfd_signal(struct eventfd_ctx *ctx)
@@ -102,6 +113,24 @@ static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
 #include <linux/sched/mm.h>
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
+
+/*
+ * 6.1's vfs_iocb_iter_write() does not take the file system's freeze
+ * protection for the write: take it here, and drop it here if the write
+ * completed at once; vhost_blk_rw_complete() drops it otherwise.
+ */
+static inline ssize_t vhost_blk_iocb_iter_write(struct file *file,
+						struct kiocb *iocb,
+						struct iov_iter *iter)
+{
+	ssize_t ret;
+
+	kiocb_start_write(iocb);
+	ret = vfs_iocb_iter_write(file, iocb, iter);
+	if (ret != -EIOCBQUEUED)
+		kiocb_end_write(iocb);
+	return ret;
+}
 
 static inline void vhost_blk_eventfd_signal(struct eventfd_ctx *ctx)
 {

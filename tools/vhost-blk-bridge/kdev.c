@@ -26,6 +26,7 @@
 #define KDEV_KNOWN_FEATURES (F(VIRTIO_F_VERSION_1) |			\
 			     F(VIRTIO_RING_F_INDIRECT_DESC) |		\
 			     F(VIRTIO_RING_F_EVENT_IDX) |		\
+			     F(VIRTIO_BLK_F_SIZE_MAX) |			\
 			     F(VIRTIO_BLK_F_SEG_MAX) |			\
 			     F(VIRTIO_BLK_F_BLK_SIZE) |			\
 			     F(VIRTIO_BLK_F_FLUSH) |			\
@@ -38,11 +39,13 @@
 			     F(VHOST_F_LOG_ALL))
 
 /*
- * Bits whose config fields (topology, discard / write-zeroes / secure-erase
- * limits) only the module can fill in, with VHOST_BLK_GET_CONFIG.  Without
- * that ioctl (an older module) they are not offered.
+ * Bits whose config fields (size_max, topology, discard / write-zeroes /
+ * secure-erase limits) only the module can fill in, with
+ * VHOST_BLK_GET_CONFIG.  Without that ioctl (an older module) they are
+ * not offered.
  */
-#define KDEV_CONFIG_FEATURES (F(VIRTIO_BLK_F_TOPOLOGY) |		\
+#define KDEV_CONFIG_FEATURES (F(VIRTIO_BLK_F_SIZE_MAX) |		\
+			      F(VIRTIO_BLK_F_TOPOLOGY) |		\
 			      F(VIRTIO_BLK_F_DISCARD) |			\
 			      F(VIRTIO_BLK_F_WRITE_ZEROES) |		\
 			      F(VIRTIO_BLK_F_SECURE_ERASE))

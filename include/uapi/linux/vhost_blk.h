@@ -38,6 +38,11 @@
  * of them the header and the status.
  */
 #define VHOST_BLK_SEG_MAX			1022
+/*
+ * Bytes in one data buffer (size_max).  A read or write with a longer one
+ * is answered VIRTIO_BLK_S_IOERR.
+ */
+#define VHOST_BLK_SIZE_MAX			(1U << 20)
 /* DISCARD, WRITE_ZEROES and SECURE_ERASE: ranges per request... */
 #define VHOST_BLK_MAX_DISCARD_SEG		32
 /* ... and 512-byte sectors per range (2 GiB - 512). */
@@ -80,11 +85,16 @@
  * them).  A VMM may copy it to its guest as is, or lower num_queues.
  * Returns the number of bytes filled in: fewer than @len where the config
  * space this kernel knows ends sooner (the struct grows with the spec;
- * the ioctl number does not).  EINVAL for @len 0 or @offset past the end,
- * ENXIO without a backend.  The backend-dependent features
- * (VIRTIO_BLK_F_RO; VIRTIO_BLK_F_WRITE_ZEROES: a file, or a block device
- * with REQ_OP_WRITE_ZEROES; VIRTIO_BLK_F_SECURE_ERASE) are offered by
- * VHOST_GET_FEATURES only while a backend that has them is attached.
+ * the ioctl number does not).  EINVAL for @len 0 or @offset at or past
+ * the end, ENXIO without a backend.  The backend-dependent features
+ * (VIRTIO_BLK_F_RO; VIRTIO_BLK_F_DISCARD: a file, or a block device with
+ * discard; VIRTIO_BLK_F_WRITE_ZEROES: a file, or a block device with
+ * REQ_OP_WRITE_ZEROES; VIRTIO_BLK_F_SECURE_ERASE) are offered by
+ * VHOST_GET_FEATURES only while a backend that has them is attached: a
+ * VMM reads the features after VHOST_BLK_SET_BACKEND.  A DISCARD,
+ * WRITE_ZEROES or SECURE_ERASE request whose feature was not set with
+ * VHOST_SET_FEATURES is answered VIRTIO_BLK_S_UNSUPP, whatever the
+ * backend could do.
  */
 struct vhost_blk_config {
 	__u32 offset;

@@ -204,6 +204,7 @@ int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
 	err = vblk_get_features(dev->fd, &dev->offered);
 	if (err)
 		goto fail;
+	dev->wanted = cfg->features;
 	dev->features = dev->offered & cfg->features;
 	err = vblk_set_features(dev->fd, dev->features);
 	if (err)
@@ -236,7 +237,7 @@ int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
 			goto fail;
 	}
 	if (cfg->backend_fd >= 0) {
-		err = vblk_set_backend(dev->fd, cfg->backend_fd);
+		err = vblk_attach(dev, cfg->backend_fd);
 		if (err)
 			goto fail;
 	}
@@ -245,6 +246,20 @@ int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
 fail:
 	vblk_close(dev);
 	return err;
+}
+
+int vblk_attach(struct vblk_dev *dev, int backend_fd)
+{
+	int err;
+
+	err = vblk_set_backend(dev->fd, backend_fd);
+	if (err)
+		return err;
+	err = vblk_get_features(dev->fd, &dev->offered);
+	if (err || (dev->offered & dev->wanted) == dev->features)
+		return err;
+	dev->features = dev->offered & dev->wanted;
+	return vblk_set_features(dev->fd, dev->features);
 }
 
 void vblk_close(struct vblk_dev *dev)

@@ -27,14 +27,15 @@
 #define VBLK_FEATURES_DEVICE	(VBLK_F(VIRTIO_F_VERSION_1) |		\
 				 VBLK_F(VIRTIO_RING_F_INDIRECT_DESC) |	\
 				 VBLK_F(VIRTIO_RING_F_EVENT_IDX) |	\
+				 VBLK_F(VIRTIO_BLK_F_SIZE_MAX) |	\
 				 VBLK_F(VIRTIO_BLK_F_SEG_MAX) |		\
 				 VBLK_F(VIRTIO_BLK_F_BLK_SIZE) |	\
 				 VBLK_F(VIRTIO_BLK_F_FLUSH) |		\
 				 VBLK_F(VIRTIO_BLK_F_TOPOLOGY) |	\
-				 VBLK_F(VIRTIO_BLK_F_MQ) |		\
-				 VBLK_F(VIRTIO_BLK_F_DISCARD))
+				 VBLK_F(VIRTIO_BLK_F_MQ))
 /* ... and those it offers only while a backend that has them is attached. */
 #define VBLK_FEATURES_BACKEND	(VBLK_F(VIRTIO_BLK_F_RO) |		\
+				 VBLK_F(VIRTIO_BLK_F_DISCARD) |		\
 				 VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES) |	\
 				 VBLK_F(VIRTIO_BLK_F_SECURE_ERASE))
 /* The VMM's own: dirty logging for migration, also always offered. */
@@ -58,8 +59,13 @@ struct vblk_config {
 struct vblk_dev {
 	int fd;
 	struct guest_mem *gm;
-	uint64_t offered;		/* VHOST_GET_FEATURES at open */
+	/*
+	 * VHOST_GET_FEATURES at open, and again once the backend is
+	 * attached: the backend-dependent bits are offered only then.
+	 */
+	uint64_t offered;
 	uint64_t features;		/* acked */
+	uint64_t wanted;		/* vblk_config.features */
 	unsigned int nvqs;
 	struct vq vq[VBLK_MAX_VQS];
 };
@@ -90,9 +96,19 @@ int vblk_get_config(int fd, struct virtio_blk_config *cfg);
 int vblk_get_stats(int fd, unsigned int index, uint32_t flags,
 		   struct vhost_blk_vring_stats *st);
 
-/* Everything at once; on failure nothing stays open. */
+/*
+ * Everything at once; on failure nothing stays open.  Features are
+ * negotiated first, and once more after the backend is attached if it
+ * offers more (DISCARD, WRITE_ZEROES, SECURE_ERASE, RO): a request that
+ * needs one the device was not told of is answered UNSUPP.
+ */
 int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
 	      const struct vblk_config *cfg);
+/*
+ * VHOST_BLK_SET_BACKEND of @backend_fd, then the features negotiated
+ * again if the backend offers others (vblk_open() does the same).
+ */
+int vblk_attach(struct vblk_dev *dev, int backend_fd);
 /* Close the device fd (whatever is in flight) and free the vqs. */
 void vblk_close(struct vblk_dev *dev);
 

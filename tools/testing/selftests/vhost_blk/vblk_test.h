@@ -183,18 +183,35 @@ static inline uint64_t backend_queue_limit(int fd, const char *name)
 }
 
 /*
- * Whether the backend open as @fd zeroes cheaply, so that vhost-blk offers
- * WRITE_ZEROES on it: a regular file (fallocate()), or a block device with
- * REQ_OP_WRITE_ZEROES.
+ * Whether the backend open as @fd is a regular file, or a block device
+ * whose queue limit @name (discard_max_bytes, ...) is not 0.
  */
-static inline bool backend_has_write_zeroes(int fd)
+static inline bool backend_file_or_limit(int fd, const char *name)
 {
 	struct stat st;
 
 	if (fstat(fd, &st))
 		return false;
-	return !S_ISBLK(st.st_mode) ||
-	       backend_queue_limit(fd, "write_zeroes_max_bytes");
+	return !S_ISBLK(st.st_mode) || backend_queue_limit(fd, name);
+}
+
+/*
+ * Whether vhost-blk offers WRITE_ZEROES on the backend open as @fd, where
+ * it zeroes cheaply: a regular file (fallocate()), or a block device with
+ * REQ_OP_WRITE_ZEROES.
+ */
+static inline bool backend_has_write_zeroes(int fd)
+{
+	return backend_file_or_limit(fd, "write_zeroes_max_bytes");
+}
+
+/*
+ * Whether vhost-blk offers DISCARD on the backend open as @fd: a regular
+ * file (a punched hole), or a block device with discard.
+ */
+static inline bool backend_has_discard(int fd)
+{
+	return backend_file_or_limit(fd, "discard_max_bytes");
 }
 
 /*
@@ -480,6 +497,28 @@ static inline struct result get_id(struct __test_metadata *_metadata,
 	blk_req_free(&req);
 	guest_release(&e->gm, mark);
 	return r;
+}
+
+/* The feature a DISCARD, WRITE_ZEROES or SECURE_ERASE request needs. */
+static inline unsigned int range_feature(uint32_t type)
+{
+	if (type == VIRTIO_BLK_T_DISCARD)
+		return VIRTIO_BLK_F_DISCARD;
+	if (type == VIRTIO_BLK_T_WRITE_ZEROES)
+		return VIRTIO_BLK_F_WRITE_ZEROES;
+	return VIRTIO_BLK_F_SECURE_ERASE;
+}
+
+/*
+ * The answer to a range request of @type that the device would otherwise
+ * answer @status: UNSUPP if its feature was not negotiated on @dev, which
+ * the device tells before anything else of the request.
+ */
+static inline uint8_t range_status(const struct vblk_dev *dev, uint32_t type,
+				   uint8_t status)
+{
+	return vblk_has(dev, range_feature(type)) ? status :
+	       VIRTIO_BLK_S_UNSUPP;
 }
 
 /* A DISCARD / WRITE_ZEROES / SECURE_ERASE request over @n ranges. */

@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "kselftest_harness.h"
 
@@ -41,6 +43,7 @@ struct nullb_spec {
 	const char *tag;		/* names it, with the pid */
 	unsigned int poll_queues;
 	unsigned int max_sectors;	/* 0: null_blk's default */
+	unsigned int hw_queue_depth;	/* 0: null_blk's default (64) */
 };
 
 static int write_attr(const char *dir, const char *attr, unsigned int val)
@@ -125,6 +128,8 @@ static int nullb_create(struct nullb *nb, const struct nullb_spec *spec,
 	    write_attr(nb->dir, "poll_queues", spec->poll_queues) ||
 	    (spec->max_sectors &&
 	     write_attr(nb->dir, "max_sectors", spec->max_sectors)) ||
+	    (spec->hw_queue_depth &&
+	     write_attr(nb->dir, "hw_queue_depth", spec->hw_queue_depth)) ||
 	    write_attr(nb->dir, "power", 1)) {
 		snprintf(why, whylen, "cannot set up %s", nb->dir);
 		nullb_destroy(nb);
@@ -367,9 +372,10 @@ TEST_F(cpoll, falls_back_on_a_file)
 }
 
 /*
- * A polled bio the device splits (its max_sectors is 8) loses REQ_POLLED
- * in the block layer and ends by interrupt: counted as polled, answered
- * all the same.
+ * A polled bio the device would split (its max_sectors is 8) is refused
+ * by the block layer, as it goes REQ_NOWAIT (a split would sleep): sent
+ * again unpolled, counted as polled and as a fallback, answered all the
+ * same.
  */
 TEST_F(cpoll, a_polled_bio_the_device_splits_completes)
 {
@@ -388,7 +394,7 @@ TEST_F(cpoll, a_polled_bio_the_device_splits_completes)
 	ASSERT_EQ(1ULL, st.reqs_out);
 	ASSERT_EQ(0ULL, st.reqs_ioerr);
 	ASSERT_EQ(2ULL, st.polled_bios);
-	ASSERT_EQ(0ULL, st.poll_fallbacks);
+	ASSERT_EQ(2ULL, st.poll_fallbacks);
 }
 
 /*
@@ -576,6 +582,122 @@ TEST_F(cpoll, two_rings_poll_one_poll_queue)
 	for (i = 0; i < rounds * per_round; i++)
 		verify_pattern(_metadata, e, &dev->vq[0], i * (len / SECTOR),
 			       len, seed);
+}
+
+/*
+ * @rounds of DEPTH writes of @len bytes each in flight at once on queue
+ * 0, from sector 0 on, all answered OK; then all read back, one by one.
+ */
+static void write_rounds(struct __test_metadata *_metadata, struct env *e,
+			 unsigned int rounds, uint32_t len, uint64_t seed)
+{
+	struct vq *vq = &e->dev.vq[0];
+	struct blk_req req[DEPTH];
+	unsigned int r, i;
+	size_t mark;
+
+	for (r = 0; r < rounds; r++) {
+		mark = guest_mark(&e->gm);
+		post_writes(_metadata, e, vq, req, r * DEPTH * (len / SECTOR),
+			    len, seed);
+		ASSERT_LE(0, vq_kick(vq));
+		complete_ok(_metadata, vq, req, 0);
+		guest_release(&e->gm, mark);
+	}
+	for (i = 0; i < rounds * DEPTH; i++)
+		verify_pattern(_metadata, e, vq, i * (len / SECTOR), len,
+			       seed);
+}
+
+/*
+ * More polled bios than the poll queue has tags: a polled bio must not
+ * sleep for a tag in submit_bio(), as only the sleeping worker would
+ * reap the bios that hold them.  The block layer refuses the ones past
+ * the two tags (REQ_NOWAIT); they go again unpolled.  Every request is
+ * answered OK, and a detach returns.
+ */
+TEST_F(cpoll, more_polled_bios_than_poll_queue_tags_all_complete)
+{
+	const struct nullb_spec spec = {
+		.tag = "depth2", .poll_queues = 1, .hw_queue_depth = 2,
+	};
+	struct env *e = &self->e;
+	struct vhost_blk_vring_stats st;
+
+	if (!use_other_nullb(_metadata, self, &spec))
+		return;
+	set_polling(_metadata, e, POLL_US, VHOST_BLK_POLL_COMPLETIONS);
+	write_rounds(_metadata, e, 4, 16 * KiB, new_seed(e));
+	st = stats0(_metadata, e);
+	ASSERT_EQ(4ULL * DEPTH, st.reqs_out);
+	ASSERT_EQ(0ULL, st.reqs_ioerr);
+	/* The writes, and the reads that checked them, one at a time. */
+	ASSERT_EQ(8ULL * DEPTH, st.polled_bios);
+	/* At least the third write of a round found no tag. */
+	ASSERT_LE(4ULL, st.poll_fallbacks);
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, -1));
+	ASSERT_EQ(0ULL, stats0(_metadata, e).inflight);
+}
+
+/*
+ * Write @val to /sys/block/NAME/queue/@attr of the block device @dev.
+ * 0 or -errno.
+ */
+static int queue_attr_set(const char *dev, const char *attr, const char *val)
+{
+	char path[256];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/%s",
+		 strrchr(dev, '/') + 1, attr);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * Polled I/O while another task switches the device's I/O scheduler and
+ * its nr_requests over and over: each switch freezes the queue, and a
+ * polled bio must not sleep in bio_queue_enter() meanwhile, as the
+ * freeze waits for the polled bios that only the sleeping worker would
+ * reap.  Every request is answered OK.
+ */
+TEST_F(cpoll, polled_io_through_scheduler_switches_completes)
+{
+	const char *dev = self->polling.dev;
+	struct vhost_blk_vring_stats st;
+	struct env *e = &self->e;
+	unsigned int i;
+	int status;
+	pid_t pid;
+
+	if (queue_attr_set(dev, "scheduler", "mq-deadline"))
+		SKIP(return, "%s cannot have mq-deadline", dev);
+	ASSERT_EQ(0, queue_attr_set(dev, "scheduler", "none"));
+	set_polling(_metadata, e, POLL_US, VHOST_BLK_POLL_COMPLETIONS);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		for (i = 0; i < 100000; i++) {
+			queue_attr_set(dev, "scheduler",
+				       i & 1 ? "none" : "mq-deadline");
+			queue_attr_set(dev, "nr_requests",
+				       i & 2 ? "16" : "64");
+			usleep(2000);
+		}
+		_exit(0);
+	}
+	write_rounds(_metadata, e, 8, 8 * KiB, new_seed(e));
+	kill(pid, SIGKILL);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	queue_attr_set(dev, "scheduler", "none");
+	st = stats0(_metadata, e);
+	ASSERT_EQ(8ULL * DEPTH, st.reqs_out);
+	ASSERT_EQ(0ULL, st.reqs_ioerr);
 }
 
 /* Flags past the known ones are refused; the known ones together are not. */

@@ -149,8 +149,9 @@ TEST_F(vhost_blk_ctl, features_offered_match_the_device)
 	close(fd);
 
 	/*
-	 * A writable backend adds nothing but maybe SECURE_ERASE, and
-	 * WRITE_ZEROES exactly where it is cheap.
+	 * A writable backend adds nothing but maybe SECURE_ERASE, DISCARD
+	 * where the backend discards, and WRITE_ZEROES exactly where it is
+	 * cheap.
 	 */
 	f = features_of(_metadata, e->dev.fd);
 	EXPECT_EQ(VBLK_FEATURES_DEVICE | VBLK_FEATURES_VHOST,
@@ -161,15 +162,151 @@ TEST_F(vhost_blk_ctl, features_offered_match_the_device)
 		TH_LOG("WRITE_ZEROES %soffered on %s",
 		       f & VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES) ? "" : "not ",
 		       e->path);
-	EXPECT_EQ(VBLK_FEATURES_DEVICE | VBLK_FEATURES_VHOST, e->dev.offered);
+	EXPECT_EQ(backend_has_discard(e->backend_fd),
+		  !!(f & VBLK_F(VIRTIO_BLK_F_DISCARD)))
+		TH_LOG("DISCARD %soffered on %s",
+		       f & VBLK_F(VIRTIO_BLK_F_DISCARD) ? "" : "not ", e->path);
+	/* vblk_open() negotiated them once the backend was attached. */
+	EXPECT_EQ(f, e->dev.offered);
+	EXPECT_EQ(f & VBLK_FEATURES_BACKEND,
+		  e->dev.features & VBLK_FEATURES_BACKEND);
 	/* Logging is acked only when asked for. */
 	EXPECT_EQ(0ULL, e->dev.features & VBLK_FEATURES_VHOST);
+}
+
+/*
+ * DISCARD, WRITE_ZEROES and SECURE_ERASE are answered UNSUPP unless their
+ * feature was negotiated, whatever the backend could do (VIRTIO 1.2,
+ * 5.2.6.2), and change nothing.  Features negotiated before the backend
+ * was attached cannot hold the backend's bits; negotiated again after
+ * the attach, they do, and the same requests are served.
+ */
+TEST_F(vhost_blk_ctl, range_requests_not_negotiated_are_unsupp)
+{
+	static const uint32_t types[] = { VIRTIO_BLK_T_DISCARD,
+					  VIRTIO_BLK_T_WRITE_ZEROES,
+					  VIRTIO_BLK_T_SECURE_ERASE };
+	const uint64_t sector = 40 * MiB / SECTOR;
+	struct env *e = &self->e;
+	struct virtio_blk_discard_write_zeroes r[2];
+	struct vblk_config cfg = {
+		.features = VBLK_FEATURES_ALL,
+		.serial = TEST_SERIAL,
+		.backend_fd = -1,
+	};
+	struct vblk_dev dev;
+	uint64_t seed, offered;
+	struct result res;
+	unsigned int t;
+	char what[64];
+
+	/* The usual order: features, memory, rings, then the backend. */
+	ASSERT_EQ(0, vblk_open(&dev, &e->gm, &cfg));
+	ASSERT_EQ(0, vblk_set_backend(dev.fd, e->backend_fd));
+	EXPECT_EQ(0ULL, dev.features & VBLK_FEATURES_BACKEND);
+	seed = new_seed(e);
+	{
+		uint8_t *buf = xmalloc(_metadata, 64 * KiB);
+
+		pattern_fill(buf, 64 * KiB, seed, sector * SECTOR);
+		write_ok(_metadata, e, &dev.vq[0], sector, buf, 64 * KiB,
+			 NULL);
+		free(buf);
+	}
+	r[0] = range(sector, 64, 0);
+	r[1] = range(sector + 64, 64, 0);
+	for (t = 0; t < ARRAY_SIZE(types); t++) {
+		snprintf(what, sizeof(what), "type %u, not negotiated",
+			 types[t]);
+		expect_result(_metadata, ranges(_metadata, e, &dev.vq[0],
+						types[t], r, 2, 0),
+			      VIRTIO_BLK_S_UNSUPP, 1, what);
+	}
+	verify_pattern(_metadata, e, &dev.vq[0], sector, 64 * KiB, seed);
+	EXPECT_EQ(0ULL, dev.features & VBLK_FEATURES_BACKEND);
+
+	/* Negotiated again with the backend attached: served. */
+	ASSERT_EQ(0, vblk_get_features(dev.fd, &offered));
+	ASSERT_EQ(0, vblk_set_features(dev.fd, offered & VBLK_FEATURES_ALL));
+	dev.features = offered & VBLK_FEATURES_ALL;
+	EXPECT_EQ(backend_has_write_zeroes(e->backend_fd),
+		  vblk_has(&dev, VIRTIO_BLK_F_WRITE_ZEROES));
+	res = ranges(_metadata, e, &dev.vq[0], VIRTIO_BLK_T_WRITE_ZEROES, r,
+		     1, 0);
+	expect_result(_metadata, res,
+		      range_status(&dev, VIRTIO_BLK_T_WRITE_ZEROES,
+				   VIRTIO_BLK_S_OK), 1,
+		      "WRITE_ZEROES, negotiated after the attach");
+	if (vblk_has(&dev, VIRTIO_BLK_F_WRITE_ZEROES)) {
+		uint8_t *buf = xmalloc(_metadata, 32 * KiB);
+		uint8_t *zero = xmalloc(_metadata, 32 * KiB);
+
+		memset(zero, 0, 32 * KiB);
+		read_ok(_metadata, e, &dev.vq[0], sector, buf, 32 * KiB,
+			NULL);
+		expect_same(_metadata, zero, buf, 32 * KiB,
+			    "sectors WRITE_ZEROES was served on");
+		free(zero);
+		free(buf);
+	}
+	res = ranges(_metadata, e, &dev.vq[0], VIRTIO_BLK_T_DISCARD, &r[1],
+		     1, 0);
+	expect_result(_metadata, res,
+		      range_status(&dev, VIRTIO_BLK_T_DISCARD,
+				   VIRTIO_BLK_S_OK), 1,
+		      "DISCARD, negotiated after the attach");
+	vblk_close(&dev);
+}
+
+/*
+ * The device offers VIRTIO_BLK_F_SIZE_MAX: a read or write with a data
+ * buffer longer than size_max is an I/O error and moves nothing; the same
+ * bytes in buffers of at most size_max are served.
+ */
+TEST_F(vhost_blk_ctl, data_buffer_over_size_max_is_ioerr)
+{
+	const uint32_t max = VHOST_BLK_SIZE_MAX;
+	const uint32_t over[] = { max + 512 };
+	const uint32_t split[] = { max, 512 };
+	const struct layout lo_over = { .nseg = 1, .seg = over };
+	const struct layout lo_split = { .nseg = 2, .seg = split };
+	const uint64_t sector = 48 * MiB / SECTOR;
+	const size_t len = max + 512;
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	struct virtio_blk_config cfg;
+	uint8_t *a = xmalloc(_metadata, len), *b = xmalloc(_metadata, len);
+	uint8_t *r = xmalloc(_metadata, len);
+	uint64_t seed_a = new_seed(e);
+
+	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_SIZE_MAX));
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(max, cfg.size_max);
+
+	pattern_fill(a, len, seed_a, sector * SECTOR);
+	pattern_fill(b, len, new_seed(e), sector * SECTOR);
+	write_ok(_metadata, e, vq, sector, a, len, &lo_split);
+	expect_result(_metadata, xfer(_metadata, e, vq, VIRTIO_BLK_T_OUT,
+				      sector, b, len, &lo_over),
+		      VIRTIO_BLK_S_IOERR, 1, "write of one size_max + 512 buffer");
+	memset(r, 0xa5, len);
+	expect_result(_metadata, xfer(_metadata, e, vq, VIRTIO_BLK_T_IN,
+				      sector, r, len, &lo_over),
+		      VIRTIO_BLK_S_IOERR, 1, "read into one size_max + 512 buffer");
+	read_ok(_metadata, e, vq, sector, r, len, &lo_split);
+	expect_same(_metadata, a, r, len, "after the refused write");
+	write_ok(_metadata, e, vq, sector, b, len, &lo_split);
+	read_ok(_metadata, e, vq, sector, r, len, &lo_split);
+	expect_same(_metadata, b, r, len, "size_max + 512 bytes in two buffers");
+	free(a);
+	free(b);
+	free(r);
 }
 
 TEST_F(vhost_blk_ctl, set_features_rejects_what_is_not_offered)
 {
 	static const unsigned int bad[] = {
-		VIRTIO_BLK_F_SIZE_MAX, VIRTIO_BLK_F_GEOMETRY,
+		VIRTIO_BLK_F_BARRIER, VIRTIO_BLK_F_GEOMETRY,
 		VIRTIO_BLK_F_SCSI, VIRTIO_BLK_F_CONFIG_WCE,
 		VIRTIO_BLK_F_ZONED, VIRTIO_F_ACCESS_PLATFORM,
 		VIRTIO_F_RING_PACKED, 63,
@@ -346,11 +483,24 @@ TEST_F(vhost_blk_ctl, get_config_describes_the_backend)
 	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
 	EXPECT_EQ(e->sectors, cfg.capacity);
 	EXPECT_EQ((uint32_t)VHOST_BLK_SEG_MAX, cfg.seg_max);
+	EXPECT_EQ((uint32_t)VHOST_BLK_SIZE_MAX, cfg.size_max);
 	EXPECT_LE(512U, cfg.blk_size);
 	EXPECT_EQ(0U, cfg.blk_size & (cfg.blk_size - 1));
 	if (mq)
 		EXPECT_EQ(mq < 1 ? 1 : mq > 256 ? 256 : mq, cfg.num_queues)
 			TH_LOG("max_queues=%u", mq);
+	/* Discard limits only where DISCARD is offered. */
+	if (backend_has_discard(e->backend_fd)) {
+		EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SECTORS,
+			  cfg.max_discard_sectors);
+		EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SEG,
+			  cfg.max_discard_seg);
+		EXPECT_LE(1U, cfg.discard_sector_alignment);
+	} else {
+		EXPECT_EQ(0U, cfg.max_discard_sectors);
+		EXPECT_EQ(0U, cfg.max_discard_seg);
+		EXPECT_EQ(0U, cfg.discard_sector_alignment);
+	}
 	/* Write-zeroes limits only where WRITE_ZEROES is offered. */
 	if (backend_has_write_zeroes(e->backend_fd)) {
 		EXPECT_EQ((uint32_t)VHOST_BLK_MAX_DISCARD_SECTORS,
@@ -416,10 +566,15 @@ TEST_F(vhost_blk_ctl, get_config_reads_any_window_of_the_config_space)
 		  ioctl(fd, VHOST_BLK_GET_CONFIG, &arg));
 	EXPECT_EQ(whole.num_queues, le16toh(*(uint16_t *)arg.hdr.buf));
 	EXPECT_EQ(0xa5, arg.hdr.buf[ksize - arg.hdr.offset]);
-	/* Nothing asked, or past the end: EINVAL. */
+	/* Nothing asked, at the end or past it: EINVAL. */
 	arg.hdr.offset = 0;
 	arg.hdr.len = 0;
 	EXPECT_EQ(-1, ioctl(fd, VHOST_BLK_GET_CONFIG, &arg));
+	EXPECT_EQ(EINVAL, errno);
+	arg.hdr.offset = ksize;
+	arg.hdr.len = 1;
+	EXPECT_EQ(-1, ioctl(fd, VHOST_BLK_GET_CONFIG, &arg))
+		TH_LOG("offset %d, the end of the config space", ksize);
 	EXPECT_EQ(EINVAL, errno);
 	arg.hdr.offset = size + 1;
 	arg.hdr.len = 1;
@@ -561,6 +716,13 @@ TEST_F(vhost_blk_ctl, secure_erase_is_counted)
 
 	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
 	if (!(f & VBLK_F(VIRTIO_BLK_F_SECURE_ERASE))) {
+		/*
+		 * Negotiated all the same (a VMM may set the bit before any
+		 * backend offers it), on a read-only backend: an IOERR
+		 * counted as a SECURE_ERASE.
+		 */
+		f = e->dev.features | VBLK_F(VIRTIO_BLK_F_SECURE_ERASE);
+		ASSERT_EQ(0, vblk_set_features(e->dev.fd, f));
 		ro = open(e->path, O_RDONLY | O_CLOEXEC);
 		ASSERT_LE(0, ro);
 		ASSERT_EQ(0, vblk_set_backend(e->dev.fd, ro));

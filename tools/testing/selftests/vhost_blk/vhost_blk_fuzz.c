@@ -573,9 +573,13 @@ static void stream_copy(const struct iovr *iov, unsigned int n, uint64_t skip,
 
 /* ------------------------------------------------ the vhost-blk contract */
 
-/* iov_iter_is_aligned() on the data part of a stream. */
-static bool data_aligned(const struct iovr *iov, unsigned int n, uint64_t skip,
-			 uint64_t len)
+/*
+ * Whether @ok holds for every piece of the data: @len bytes of the iovecs
+ * @iov after the first @skip bytes, each piece at guest address @gpa and
+ * @k bytes long.
+ */
+static bool data_all(const struct iovr *iov, unsigned int n, uint64_t skip,
+		     uint64_t len, bool (*ok)(uint64_t gpa, uint64_t k))
 {
 	unsigned int i;
 
@@ -587,12 +591,37 @@ static bool data_aligned(const struct iovr *iov, unsigned int n, uint64_t skip,
 			continue;
 		}
 		k = l - skip < len ? l - skip : len;
-		if (((iov[i].gpa + skip) & f.addr_mask) || (k & f.lbs_mask))
+		if (!ok(iov[i].gpa + skip, k))
 			return false;
 		len -= k;
 		skip = 0;
 	}
 	return true;
+}
+
+/* iov_iter_is_aligned() on the data part of a stream. */
+static bool piece_aligned(uint64_t gpa, uint64_t k)
+{
+	return !(gpa & f.addr_mask) && !(k & f.lbs_mask);
+}
+
+/* vhost_blk_data_bounded(): no data iovec longer than size_max. */
+static bool piece_bounded(uint64_t gpa, uint64_t k)
+{
+	(void)gpa;
+	return k <= VHOST_BLK_SIZE_MAX;
+}
+
+static bool data_aligned(const struct iovr *iov, unsigned int n, uint64_t skip,
+			 uint64_t len)
+{
+	return data_all(iov, n, skip, len, piece_aligned);
+}
+
+static bool data_bounded(const struct iovr *iov, unsigned int n, uint64_t skip,
+			 uint64_t len)
+{
+	return data_all(iov, n, skip, len, piece_bounded);
 }
 
 static bool rw_ok(uint64_t sector, uint64_t len, bool write, bool ro)
@@ -606,6 +635,16 @@ static bool rw_ok(uint64_t sector, uint64_t len, bool write, bool ro)
 	if (((sector * SECT) | len) & f.lbs_mask)
 		return false;
 	return true;
+}
+
+/* The feature a range request needs (vhost_blk_range_feature()). */
+static unsigned int range_feature(uint32_t type)
+{
+	if (type == VIRTIO_BLK_T_DISCARD)
+		return VIRTIO_BLK_F_DISCARD;
+	if (type == VIRTIO_BLK_T_WRITE_ZEROES)
+		return VIRTIO_BLK_F_WRITE_ZEROES;
+	return VIRTIO_BLK_F_SECURE_ERASE;
 }
 
 /* vhost_blk_check_ranges() */
@@ -682,7 +721,8 @@ static void evaluate(struct req *r, bool ro)
 	r->status = VIRTIO_BLK_S_OK;
 	switch (type) {
 	case VIRTIO_BLK_T_IN:
-		if (out_data || !rw_ok(sector, in_data, false, ro)) {
+		if (out_data || !data_bounded(r->in, r->nin, 0, in_data) ||
+		    !rw_ok(sector, in_data, false, ro)) {
 			r->status = VIRTIO_BLK_S_IOERR;
 		} else if (in_data) {
 			/* The status byte is not data. */
@@ -697,7 +737,8 @@ static void evaluate(struct req *r, bool ro)
 		}
 		break;
 	case VIRTIO_BLK_T_OUT:
-		if (in_data || !rw_ok(sector, out_data, true, ro)) {
+		if (in_data || !data_bounded(r->out, r->nout, 16, out_data) ||
+		    !rw_ok(sector, out_data, true, ro)) {
 			r->status = VIRTIO_BLK_S_IOERR;
 		} else if (out_data) {
 			if (out_data > BOUNCE_MAX &&
@@ -714,6 +755,11 @@ static void evaluate(struct req *r, bool ro)
 	case VIRTIO_BLK_T_DISCARD:
 	case VIRTIO_BLK_T_WRITE_ZEROES:
 	case VIRTIO_BLK_T_SECURE_ERASE:
+		/* Not negotiated: UNSUPP before anything else. */
+		if (!(f.features & VBLK_F(range_feature(type)))) {
+			r->status = VIRTIO_BLK_S_UNSUPP;
+			break;
+		}
 		if (in_data) {
 			r->status = VIRTIO_BLK_S_IOERR;
 			break;
@@ -2892,6 +2938,7 @@ int main(int argc, char **argv)
 	{
 		uint64_t offered;
 		struct virtio_blk_config cfg;
+		unsigned int b;
 
 		check_ioctl(vblk_get_features(f.dev, &offered), "GET_FEATURES");
 		f.features &= offered;
@@ -2903,6 +2950,24 @@ int main(int argc, char **argv)
 			fail(NULL, "WRITE_ZEROES %soffered on a backend %s write zeroes",
 			     f.has_wz ? "not " : "",
 			     f.has_wz ? "with" : "without");
+		if ((!f.bdev || f.has_discard) !=
+		    !!(offered & VBLK_F(VIRTIO_BLK_F_DISCARD)))
+			fail(NULL, "DISCARD %soffered on a backend %s discard",
+			     f.bdev && !f.has_discard ? "" : "not ",
+			     f.bdev && !f.has_discard ? "without" : "with");
+		/*
+		 * The backend's range commands, now offered: each accepted
+		 * or not, so that both the served and the not negotiated
+		 * answers are met.
+		 */
+		offered &= VBLK_F(VIRTIO_BLK_F_DISCARD) |
+			   VBLK_F(VIRTIO_BLK_F_WRITE_ZEROES) |
+			   VBLK_F(VIRTIO_BLK_F_SECURE_ERASE);
+		for (b = 0; b < 64; b++)
+			if ((offered & VBLK_F(b)) && chance(3, 4))
+				f.features |= VBLK_F(b);
+		check_ioctl(vblk_set_features(f.dev, f.features),
+			    "SET_FEATURES");
 		check_ioctl(vblk_get_config(f.dev, &cfg),
 			    "GET_CONFIG");
 		f.lbs_mask = cfg.blk_size - 1;

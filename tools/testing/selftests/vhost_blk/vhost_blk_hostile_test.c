@@ -656,7 +656,9 @@ TEST_F(hostile, range_table_empty_or_not_multiple_of_16_is_ioerr)
 			expect_result(_metadata,
 				      range_req(_metadata, e, vq, types[t],
 						segs, lens[l]),
-				      VIRTIO_BLK_S_IOERR, 1, what);
+				      range_status(&e->dev, types[t],
+						   VIRTIO_BLK_S_IOERR),
+				      1, what);
 		}
 	}
 	area_expect(_metadata, e, vq, AREA, 256, seed, NULL,
@@ -725,7 +727,9 @@ TEST_F(hostile, range_request_with_device_writable_data_is_ioerr)
 		ch_add(&c, e, wr, 512, VRING_DESC_F_WRITE);
 		ch_add(&c, e, st, 1, VRING_DESC_F_WRITE);
 		ASSERT_EQ(1U, ch_run(_metadata, vq, &c));
-		ASSERT_STATUS(VIRTIO_BLK_S_IOERR, *st, "%s with writable data",
+		ASSERT_STATUS(range_status(&e->dev, types[t],
+					   VIRTIO_BLK_S_IOERR),
+			      *st, "%s with writable data",
 			      type_name(types[t]));
 		expect_canary(_metadata, e, wr, 512 + 64, "writable data");
 		expect_canary(_metadata, e, st + 1, 64, "after the status");
@@ -765,14 +769,12 @@ TEST_F_TIMEOUT(hostile, range_over_max_sectors_is_ioerr_on_a_big_disk, 120)
 	{
 		struct vblk_config cfg = {
 			.nvqs = 1, .features = VBLK_FEATURES_ALL,
-			.backend_fd = -1,
+			.backend_fd = fd,
 		};
 
-		ASSERT_EQ(0, vblk_open(&big, &e->gm, &cfg));
+		err = vblk_open(&big, &e->gm, &cfg);
 	}
-	err = vblk_set_backend(big.fd, fd);
 	if (err == -EOPNOTSUPP) {
-		vblk_close(&big);
 		close(fd);
 		SKIP(return, "%.200s does not support O_DIRECT", dir);
 	}
@@ -1080,7 +1082,8 @@ static void write_types_fail(struct __test_metadata *_metadata, struct env *e,
 		expect_result(_metadata,
 			      range_req(_metadata, e, vq, type, segs,
 					RSEG_SIZE),
-			      VIRTIO_BLK_S_IOERR, 1, what);
+			      range_status(&e->dev, type, VIRTIO_BLK_S_IOERR),
+			      1, what);
 		for (i = 0; i < MAX_SEG; i++)
 			rseg(&segs[i], AREA + 16 * i, 8, flags);
 		snprintf(what, sizeof(what), "%s%s of 32 ranges",
@@ -1088,7 +1091,8 @@ static void write_types_fail(struct __test_metadata *_metadata, struct env *e,
 		expect_result(_metadata,
 			      range_req(_metadata, e, vq, type, segs,
 					sizeof(segs)),
-			      VIRTIO_BLK_S_IOERR, 1, what);
+			      range_status(&e->dev, type, VIRTIO_BLK_S_IOERR),
+			      1, what);
 	}
 	/* Reads and FLUSH still work. */
 	expect_result(_metadata, xfer(_metadata, e, vq, VIRTIO_BLK_T_FLUSH, 0,
@@ -2084,6 +2088,7 @@ static void flood_type(struct __test_metadata *_metadata, struct env *e,
 	struct vhost_blk_vring_stats s0, s1;
 	unsigned int before[8], r;
 	struct vblk_dev dev;
+	uint64_t features;
 	uint8_t *data;
 
 	if (access(TRACEFS "/events/vhost_blk/vhost_blk_req_submit", F_OK))
@@ -2096,8 +2101,12 @@ static void flood_type(struct __test_metadata *_metadata, struct env *e,
 	ASSERT_EQ(0, write_file(TRACEFS "/events/vhost_blk/vhost_blk_req_submit/enable",
 				"1"));
 
+	/* Opened with no backend: accept the backend's features by hand. */
+	features = e->dev.features;
 	vblk_close(&e->dev);
 	ASSERT_EQ(0, vblk_open(&dev, &e->gm, &cfg));
+	dev.features |= features & VBLK_FEATURES_BACKEND;
+	ASSERT_EQ(0, vblk_set_features(dev.fd, dev.features));
 	data = galloc(_metadata, e, len, 4096, 0);
 	if (tab)
 		memcpy(data, tab, len);
