@@ -161,6 +161,75 @@ static int sync_backend(struct vu_session *s)
 	return 0;
 }
 
+/* A dirty log bit covers a page of this size (the vhost core's). */
+#define VU_LOG_PAGE	0x1000ULL
+
+/* Bytes of a split ring's used ring of @num entries, with avail_event. */
+static uint64_t used_ring_len(uint64_t num)
+{
+	return 6 + 8 * num;
+}
+
+/*
+ * Whether a dirty log of @log_size bytes covers guest addresses [@gpa,
+ * @gpa + @len).  The vhost core sets the bit of a page at the log's
+ * address + page / 8 after an access_ok() of that address alone: a log
+ * shorter than what it is asked to log would have the kernel set bits
+ * past it, anywhere in this process.
+ */
+static bool log_covers(uint64_t log_size, uint64_t gpa, uint64_t len)
+{
+	uint64_t last = gpa + len - 1;
+
+	if (!len)
+		return true;
+	return last >= gpa && last / VU_LOG_PAGE / 8 < log_size;
+}
+
+/*
+ * While logging is on, a log of @log_size bytes must cover what the
+ * kernel logs: with VHOST_F_LOG_ALL (@log_all) every byte of the
+ * regions @rg[@n], and the used ring of every ring set up with
+ * VHOST_VRING_F_LOG (@ring: one more, not set up yet, or NULL).  0, or
+ * fail() with what is not covered.
+ */
+static int log_check(const struct vu_session *s, const struct vu_msg *m,
+		     uint64_t log_size, bool log_all,
+		     const struct vu_region *rg, unsigned int n,
+		     const struct vu_vring *ring)
+{
+	const struct vu_vring *v;
+	unsigned int i;
+
+	for (i = 0; log_all && i < n; i++)
+		if (!log_covers(log_size, rg[i].r.guest_phys_addr,
+				rg[i].r.memory_size))
+			return fail(m, -EINVAL,
+				    "the dirty log (%llu bytes) does not cover guest memory 0x%llx + 0x%llx",
+				    (unsigned long long)log_size,
+				    (unsigned long long)rg[i].r.guest_phys_addr,
+				    (unsigned long long)rg[i].r.memory_size);
+	for (i = 0; i <= num_queues(s); i++) {
+		v = i < num_queues(s) ? &s->vrings[i] : ring;
+		if (!v || !v->addr_set ||
+		    !(v->addr.flags & (1u << VHOST_VRING_F_LOG)))
+			continue;
+		if (!log_covers(log_size, v->addr.log_guest_addr,
+				used_ring_len(v->num_set ? v->num : 0)))
+			return fail(m, -EINVAL,
+				    "the dirty log (%llu bytes) does not cover the used ring of vring %u at guest 0x%llx",
+				    (unsigned long long)log_size,
+				    v->addr.index,
+				    (unsigned long long)v->addr.log_guest_addr);
+	}
+	return 0;
+}
+
+static bool log_all(const struct vu_session *s)
+{
+	return s->acked_features & F(VHOST_F_LOG_ALL);
+}
+
 /* Give the module ring @index at our addresses for the frontend's. */
 static int kernel_vring_addr(struct vu_session *s, const struct vu_msg *m,
 			     unsigned int index)
@@ -170,7 +239,7 @@ static int kernel_vring_addr(struct vu_session *s, const struct vu_msg *m,
 	/* Split ring sizes, with the event index words. */
 	uint64_t desc_len = num ? 16 * num : 1;
 	uint64_t avail_len = 6 + 2 * num;
-	uint64_t used_len = 6 + 8 * num;
+	uint64_t used_len = used_ring_len(num);
 	struct vhost_vring_addr ka = { .index = index };
 	void *desc, *avail, *used;
 
@@ -235,6 +304,15 @@ static int h_set_features(struct vu_session *s, struct vu_msg *m,
 			    (unsigned long long)f,
 			    (unsigned long long)(f & ~offered),
 			    (unsigned long long)offered);
+	if (f & F(VHOST_F_LOG_ALL)) {
+		if (!s->log_map)
+			return fail(m, -EINVAL,
+				    "VHOST_F_LOG_ALL without SET_LOG_BASE");
+		ret = log_check(s, m, s->log_size, true, s->regions,
+				s->nregions, NULL);
+		if (ret)
+			return ret;
+	}
 	ret = quiesce(s);
 	if (ret)
 		return ret;
@@ -374,6 +452,11 @@ static int kernel_mem_table(struct vu_session *s, struct vu_msg *m,
 	unsigned int i;
 	int ret;
 
+	if (s->log_map) {
+		ret = log_check(s, m, s->log_size, log_all(s), rg, n, NULL);
+		if (ret)
+			return ret;
+	}
 	km = calloc(1, sizeof(*km) + n * sizeof(km->regions[0]));
 	if (!km)
 		return fail(m, -ENOMEM, "out of memory");
@@ -554,6 +637,10 @@ static int h_set_log_base(struct vu_session *s, struct vu_msg *m,
 		return fail(m, -EINVAL, "bad log: 0x%llx bytes at offset 0x%llx",
 			    (unsigned long long)log->mmap_size,
 			    (unsigned long long)log->mmap_offset);
+	ret = log_check(s, m, log->mmap_size, log_all(s), s->regions,
+			s->nregions, NULL);
+	if (ret)
+		return ret;
 	len = (size_t)(log->mmap_size + delta);
 	addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fds[0],
 		    (off_t)(log->mmap_offset - delta));
@@ -573,6 +660,7 @@ static int h_set_log_base(struct vu_session *s, struct vu_msg *m,
 		munmap(s->log_map, s->log_map_len);
 	s->log_map = addr;
 	s->log_map_len = len;
+	s->log_size = log->mmap_size;
 	vbb_dbg("dirty log: 0x%llx bytes -> %p", (unsigned long long)log->mmap_size,
 		(void *)(uintptr_t)base);
 	/* vhost-user.rst: a reply, which QEMU waits for. */
@@ -590,6 +678,15 @@ static int h_set_vring_num(struct vu_session *s, struct vu_msg *m,
 	(void)r;
 	if (!v)
 		return -EINVAL;
+	if (s->log_map) {
+		struct vu_vring nv = *v;
+
+		nv.num = st.num;
+		nv.num_set = true;
+		ret = log_check(s, m, s->log_size, false, NULL, 0, &nv);
+		if (ret)
+			return ret;
+	}
 	/* The module refuses a new size on a running ring (EBUSY). */
 	ret = quiesce(s);
 	if (ret)
@@ -630,6 +727,15 @@ static int h_set_vring_addr(struct vu_session *s, struct vu_msg *m,
 	if (!s->mem_set)
 		return fail(m, -EINVAL, "vring %u: no SET_MEM_TABLE yet",
 			    a->index);
+	if (s->log_map) {
+		struct vu_vring nv = *v;
+
+		nv.addr = *a;
+		nv.addr_set = true;
+		ret = log_check(s, m, s->log_size, false, NULL, 0, &nv);
+		if (ret)
+			return ret;
+	}
 	ret = quiesce(s);
 	if (ret)
 		return ret;
@@ -1081,6 +1187,7 @@ void vu_session_close(struct vu_session *s)
 		munmap(s->log_map, s->log_map_len);
 	s->log_map = NULL;
 	s->log_map_len = 0;
+	s->log_size = 0;
 	if (s->backend_fd >= 0)
 		close(s->backend_fd);
 	s->backend_fd = -1;

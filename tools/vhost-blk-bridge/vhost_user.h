@@ -81,6 +81,7 @@ struct vu_session {
 	/* The dirty log of a migration (SET_LOG_BASE), mapped here. */
 	void *log_map;
 	size_t log_map_len;
+	uint64_t log_size;		/* bytes, as the frontend sent it */
 	unsigned int msgs;		/* handled, for messages */
 };
 

@@ -647,12 +647,12 @@ static void t_set_features(struct env *e)
 	int i;
 
 	handshake(e);
-	CHECK(xchg_u64(e, VU_SET_FEATURES, fake_features |
+	CHECK(xchg_u64(e, VU_SET_FEATURES, fake_guest_features |
 		       F(VU_F_PROTOCOL_FEATURES)) == 0, "SET_FEATURES");
 	i = find_call(&e->fake, VHOST_SET_FEATURES, 0);
 	CHECK(i >= 0, "no VHOST_SET_FEATURES");
 	if (i >= 0)
-		CHECK(e->fake.calls[i].a.u64 == fake_features,
+		CHECK(e->fake.calls[i].a.u64 == fake_guest_features,
 		      "kernel got 0x%llx", (unsigned long long)e->fake.calls[i].a.u64);
 }
 
@@ -1652,6 +1652,8 @@ static void t_read_only(struct env *e)
 	f = get_u64(e, VU_GET_FEATURES);
 	CHECK(f & F(VIRTIO_BLK_F_RO), "RO not offered: 0x%llx",
 	      (unsigned long long)f);
+	/* A guest's: logging is the VMM's, and needs a log. */
+	f &= ~F(VHOST_F_LOG_ALL);
 	CHECK(xchg_u64(e, VU_SET_FEATURES, f) == 0, "SET_FEATURES with RO");
 }
 
@@ -1734,7 +1736,8 @@ static void t_stats(struct env *e)
  */
 /* ------------------------------------------------------ live migration */
 
-#define LOG_BYTES	(64u << 10)
+/* One bit a page: the test's guest memory ends at GPA1 + 1 MiB, 5 GiB. */
+#define LOG_BYTES	(160u << 10)
 
 /* A dirty log memfd whose first word, after @offset, holds @mark. */
 static int make_log(uint64_t offset, uint32_t mark)
@@ -1897,6 +1900,101 @@ static void t_migration_log_bad(struct env *e)
 	CHECK(count_log_maps() == 0, "a refused log stayed mapped");
 	close(fd);
 	close(null);
+}
+
+/* No VHOST_SET_VRING_ADDR with VHOST_VRING_F_LOG reached the kernel. */
+static bool kernel_logs_no_ring(struct env *e)
+{
+	int i;
+
+	for (i = find_call(&e->fake, VHOST_SET_VRING_ADDR, 0); i >= 0;
+	     i = find_call(&e->fake, VHOST_SET_VRING_ADDR, i + 1))
+		if (e->fake.calls[i].a.addr.flags & (1u << VHOST_VRING_F_LOG))
+			return false;
+	return true;
+}
+
+/*
+ * The vhost core sets dirty bits at the log's address + page / 8 with
+ * nothing but access_ok(): a log shorter than what it logs would have the
+ * kernel set bits anywhere in the bridge.  So the log must cover the
+ * memory table while VHOST_F_LOG_ALL is on, and every logged used ring,
+ * whichever of SET_LOG_BASE, SET_FEATURES, SET_VRING_ADDR, SET_VRING_NUM
+ * or ADD_MEM_REG would break that; what would is refused and never
+ * reaches the kernel.
+ */
+static void t_migration_log_bounded(struct env *e)
+{
+	uint64_t logging = fake_guest_features | F(VHOST_F_LOG_ALL) |
+			   F(VU_F_PROTOCOL_FEATURES);
+	int fd = make_log(0, 1), ret, i;
+	struct vhost_vring_addr a;
+
+	CHECK(fd >= 0, "log memfd");
+	/* A ring logged at 2^40 with a 4 KiB log (it covers 128 MiB). */
+	fresh_start(e);
+	CHECK(set_log_base(e, fd, 4096, 0) == 0, "a 4 KiB log, nothing logged");
+	a = fe_ring_addr(0);
+	a.flags = 1u << VHOST_VRING_F_LOG;
+	a.log_guest_addr = 1ULL << 40;
+	ret = xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a), NULL, 0);
+	CHECK(ret == -1 && log_has("does not cover the used ring of vring 0"),
+	      "ring logged at 2^40 with a 4 KiB log: %d", ret);
+	CHECK(kernel_logs_no_ring(e), "the kernel got the ring's log address");
+
+	/* A 1-byte log (32 KiB of guest memory) for the whole table. */
+	fresh_start(e);
+	CHECK(set_log_base(e, fd, 1, 0) == 0, "a 1-byte log, nothing logged");
+	i = e->fake.ncalls;
+	ret = xchg_u64(e, VU_SET_FEATURES, logging);
+	CHECK(ret == -1 && log_has("does not cover guest memory 0x0 + 0x100000"),
+	      "LOG_ALL with a 1-byte log: %d", ret);
+	CHECK(find_call(&e->fake, VHOST_SET_FEATURES, i) < 0,
+	      "the kernel got LOG_ALL");
+
+	/* LOG_ALL with no log at all. */
+	fresh_start(e);
+	ret = xchg_u64(e, VU_SET_FEATURES, logging);
+	CHECK(ret == -1 && log_has("VHOST_F_LOG_ALL without SET_LOG_BASE"),
+	      "LOG_ALL without a log: %d", ret);
+
+	/* Logging on, then a log that no longer covers the table. */
+	fresh_start(e);
+	CHECK(set_log_base(e, fd, LOG_BYTES, 0) == 0, "a log for 5 GiB");
+	CHECK(xchg_u64(e, VU_SET_FEATURES, logging) == 0, "LOG_ALL");
+	ret = set_log_base(e, fd, 4096, 0);
+	CHECK(ret == -1 && log_has("does not cover guest memory 0x100000000"),
+	      "a shorter log while logging: %d", ret);
+	expect_kernel_log(e, 1);
+
+	/* Logging on: a logged ring made longer than its log covers. */
+	fresh_start(e);
+	CHECK(set_log_base(e, fd, LOG_BYTES, 0) == 0, "a log for 5 GiB");
+	a = fe_ring_addr(0);
+	a.flags = 1u << VHOST_VRING_F_LOG;
+	/* Its used ring (RING_NUM entries) ends where the log does. */
+	a.log_guest_addr = (LOG_BYTES * 8ULL << 12) - (6 + 8 * RING_NUM);
+	CHECK(xchg(e, VU_SET_VRING_ADDR, VU_VERSION, &a, sizeof(a), NULL, 0) == 0,
+	      "a used ring logged up to the end of the log");
+	ret = xchg_state(e, VU_SET_VRING_NUM, 0, 2 * RING_NUM);
+	CHECK(ret == -1 && log_has("does not cover the used ring of vring 0"),
+	      "SET_VRING_NUM past the log: %d", ret);
+
+	/* Logging on, then a region added past the log (8 bytes: 256 KiB). */
+	env_fini(e);
+	CHECK(env_init_opts(e, false, true) == 0, "setup");
+	handshake(e);
+	CHECK(add_region(e, VU_ADD_MEM_REG, 0) == 0, "ADD_MEM_REG at 0");
+	CHECK(set_log_base(e, fd, 8, 0) == 0, "an 8-byte log");
+	CHECK(xchg_u64(e, VU_SET_FEATURES, logging) == 0,
+	      "LOG_ALL, the table covered");
+	i = e->fake.ncalls;
+	ret = add_region(e, VU_ADD_MEM_REG, 1);
+	CHECK(ret == -1 && log_has("does not cover guest memory 0x100000"),
+	      "ADD_MEM_REG past the log: %d", ret);
+	CHECK(find_call(&e->fake, VHOST_SET_MEM_TABLE, i) < 0,
+	      "the kernel got the region past the log");
+	close(fd);
 }
 
 static void t_random_messages(struct env *e)
@@ -2310,6 +2408,7 @@ static const struct test tests[] = {
 	{ "migration: SET_LOG_BASE, LOG_ALL and VRING_F_LOG reach the kernel", t_migration_log, false },
 	{ "migration: a new log replaces the old, none outlives the session", t_migration_log_replaced, false },
 	{ "migration: a log without LOG_SHMFD, fd, valid size or mapping", t_migration_log_bad, false },
+	{ "migration: a log that does not cover the table or a logged ring is refused", t_migration_log_bounded, false },
 	{ "2000 random messages: no crash, no leak", t_random_messages, false },
 	{ "--socket PATH: 0600, or --socket-mode and --socket-group", t_listen_path_mode_group, false },
 	{ "--socket-fd: only a listening unix stream socket", t_listen_socket_fd, false },
