@@ -958,7 +958,8 @@ int vu_session_config_changed(struct vu_session *s)
 			 (unsigned long long)le64toh(cfg.capacity));
 		return -ENOTCONN;
 	}
-	ret = vu_send_msg(s->backend_fd, &h, NULL, NULL, 0);
+	ret = vu_send_msg_within(s->backend_fd, &h, NULL, NULL, 0,
+				 s->p->msg_timeout_ms);
 	if (ret) {
 		vbb_warn("sending CONFIG_CHANGE_MSG to the frontend: %s",
 			 strerror(-ret));
@@ -1151,7 +1152,8 @@ int vu_session_handle(struct vu_session *s)
 		};
 
 		if (!ret)
-			sret = vu_send_msg(s->sock, &hdr, &r.payload, NULL, 0);
+			sret = vu_send_msg_within(s->sock, &hdr, &r.payload, NULL, 0,
+						  s->p->msg_timeout_ms);
 	} else if (need_reply) {
 		/* REPLY_ACK: 0 for success, else non-zero. */
 		struct vu_hdr hdr = {
@@ -1161,7 +1163,8 @@ int vu_session_handle(struct vu_session *s)
 		};
 		uint64_t ack = ret < 0 ? (uint64_t)-ret : ret ? EPERM : 0;
 
-		sret = vu_send_msg(s->sock, &hdr, &ack, NULL, 0);
+		sret = vu_send_msg_within(s->sock, &hdr, &ack, NULL, 0,
+					  s->p->msg_timeout_ms);
 	}
 	if (sret) {
 		vbb_err("%s: sending the reply: %s",

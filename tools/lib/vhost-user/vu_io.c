@@ -112,14 +112,18 @@ struct vu_rx {
 	size_t errlen;
 };
 
+/* wait_for()'s @until: no limit. */
+#define VU_NEVER	INT64_MAX
+
 /*
- * Wait until the socket is readable, or @until (CLOCK_MONOTONIC ms) has
- * passed: 1, 0 (the time is up) or -1 (errno).
+ * Wait until the socket has @events (POLLIN, POLLOUT), or @until
+ * (CLOCK_MONOTONIC ms, or VU_NEVER) has passed: 1, 0 (the time is up) or
+ * -1 (errno).
  */
-static int wait_readable(int sock, int64_t until)
+static int wait_for(int sock, short events, int64_t until)
 {
 	for (;;) {
-		struct pollfd pfd = { .fd = sock, .events = POLLIN };
+		struct pollfd pfd = { .fd = sock, .events = events };
 		int64_t left = until - now_ms();
 		int r;
 
@@ -149,7 +153,7 @@ static int recv_full(struct vu_rx *rx, void *buf, size_t len,
 		struct cmsghdr align;
 	} ctl;
 	size_t got = 0;
-	bool too_many = false;
+	bool too_many = false, again = false;
 
 	while (got < len) {
 		struct iovec iov = {
@@ -162,9 +166,12 @@ static int recv_full(struct vu_rx *rx, void *buf, size_t len,
 		struct cmsghdr *c;
 		ssize_t n;
 
-		if (rx->deadline || rx->wait_until) {
-			int r = wait_readable(rx->sock, rx->deadline ?
-					      rx->deadline : rx->wait_until);
+		/* A non-blocking socket with nothing to read: wait. */
+		if (rx->deadline || rx->wait_until || again) {
+			int r = wait_for(rx->sock, POLLIN,
+					 rx->deadline ? rx->deadline :
+					 rx->wait_until ? rx->wait_until :
+					 VU_NEVER);
 
 			if (r < 0) {
 				snprintf(rx->err, rx->errlen,
@@ -185,6 +192,7 @@ static int recv_full(struct vu_rx *rx, void *buf, size_t len,
 			}
 		}
 		n = recvmsg(rx->sock, &mh, MSG_CMSG_CLOEXEC);
+		again = n < 0 && errno == EAGAIN;
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n < 0) {
@@ -293,9 +301,10 @@ out:
 	return ret;
 }
 
-int vu_sendv(int sock, struct iovec *iov, int iovcnt, const int *fds,
-	     unsigned int nfds)
+int vu_sendv_within(int sock, struct iovec *iov, int iovcnt, const int *fds,
+		    unsigned int nfds, int timeout_ms)
 {
+	int64_t deadline = timeout_ms < 0 ? VU_NEVER : now_ms() + timeout_ms;
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * VU_SCM_MAX_FD)];
 		struct cmsghdr align;
@@ -321,10 +330,20 @@ int vu_sendv(int sock, struct iovec *iov, int iovcnt, const int *fds,
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
 	while (left) {
-		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int r;
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		/* A peer that does not read: wait for room, until the deadline. */
+		if (n < 0 && errno == EAGAIN) {
+			r = wait_for(sock, POLLOUT, deadline);
+			if (r < 0)
+				return -errno;
+			if (r == 0)
+				return -ETIMEDOUT;
+			continue;
+		}
 		if (n < 0)
 			return -errno;
 		/* The descriptors went with the first byte. */
@@ -345,13 +364,27 @@ int vu_sendv(int sock, struct iovec *iov, int iovcnt, const int *fds,
 	return 0;
 }
 
-int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload,
-		const int *fds, unsigned int nfds)
+int vu_sendv(int sock, struct iovec *iov, int iovcnt, const int *fds,
+	     unsigned int nfds)
+{
+	return vu_sendv_within(sock, iov, iovcnt, fds, nfds, -1);
+}
+
+int vu_send_msg_within(int sock, const struct vu_hdr *hdr,
+		       const void *payload, const int *fds, unsigned int nfds,
+		       int timeout_ms)
 {
 	struct iovec iov[2] = {
 		{ .iov_base = (void *)hdr, .iov_len = sizeof(*hdr) },
 		{ .iov_base = (void *)payload, .iov_len = hdr->size },
 	};
 
-	return vu_sendv(sock, iov, hdr->size ? 2 : 1, fds, nfds);
+	return vu_sendv_within(sock, iov, hdr->size ? 2 : 1, fds, nfds,
+			       timeout_ms);
+}
+
+int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload,
+		const int *fds, unsigned int nfds)
+{
+	return vu_send_msg_within(sock, hdr, payload, fds, nfds, -1);
 }

@@ -65,11 +65,24 @@ int vu_send_msg(int sock, const struct vu_hdr *hdr, const void *payload,
 		const int *fds, unsigned int nfds);
 
 /*
+ * vu_send_msg() with a deadline: a peer that does not read (its socket
+ * buffer full) gets @timeout_ms for the whole message, then -ETIMEDOUT
+ * (the connection is then unusable: part of the message may have gone).
+ * @timeout_ms < 0: no limit.
+ */
+int vu_send_msg_within(int sock, const struct vu_hdr *hdr,
+		       const void *payload, const int *fds, unsigned int nfds,
+		       int timeout_ms);
+
+/*
  * vu_send_msg() for any bytes: all of @iov (which it uses up), @nfds
  * descriptors with the first byte.  Part of a message, for a test of the
  * receiving side.  0 or -errno.
  */
 int vu_sendv(int sock, struct iovec *iov, int iovcnt, const int *fds,
 	     unsigned int nfds);
+/* vu_sendv() with vu_send_msg_within()'s deadline. */
+int vu_sendv_within(int sock, struct iovec *iov, int iovcnt, const int *fds,
+		    unsigned int nfds, int timeout_ms);
 
 #endif /* VU_IO_H */

@@ -1150,6 +1150,31 @@ static void t_reset_owner(struct env *e)
 	CHECK(e->fake.desc[0] == 0 && e->fake.desc[1] == 0, "rings not cleared");
 }
 
+/*
+ * A frontend that sends requests and never reads the replies: once the
+ * socket's buffer is full, a reply waits for room no longer than the
+ * message deadline (200 ms here), then the connection is closed.  Without
+ * a deadline the bridge would wait for ever, wedged.  alarm() guards the
+ * test program against that.
+ */
+static void t_reply_to_a_frontend_that_does_not_read(struct env *e)
+{
+	struct vu_hdr h = { .request = VU_GET_FEATURES, .flags = VU_VERSION };
+	int small = 4096, i, ret = 0;
+
+	CHECK(setsockopt(e->be, SOL_SOCKET, SO_SNDBUF, &small,
+			 sizeof(small)) == 0, "SO_SNDBUF");
+	alarm(60);
+	for (i = 0; i < 100000 && ret == 0; i++) {
+		CHECK(vu_send_msg(e->fe, &h, NULL, NULL, 0) == 0, "send");
+		ret = vu_session_handle(&e->s);
+	}
+	alarm(0);
+	CHECK(ret == -1, "handle: %d after %d requests", ret, i);
+	CHECK(log_has("sending the reply: Connection timed out"),
+	      "no clear error");
+}
+
 static void t_short_header(struct env *e)
 {
 	uint8_t b[5] = { 1, 0, 0, 0, 1 };
@@ -2374,6 +2399,7 @@ static const struct test tests[] = {
 	{ "without PROTOCOL_FEATURES rings start enabled", t_no_protocol_features, false },
 	{ "RESET_OWNER disables every ring", t_reset_owner, false },
 	{ "short header, then EOF", t_short_header, false },
+	{ "a frontend that does not read its replies: the reply times out", t_reply_to_a_frontend_that_does_not_read, false },
 	{ "short header, then nothing", t_short_header_stall, false },
 	{ "a header drip-fed byte by byte: the whole message has one deadline", t_drip_feed_header, false },
 	{ "short payload, then EOF", t_short_payload, false },
