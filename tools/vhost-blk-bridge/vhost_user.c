@@ -127,7 +127,8 @@ static bool vring_ready(const struct vu_session *s, const struct vu_vring *v)
 	bool enabled = (s->acked_features & F(VU_F_PROTOCOL_FEATURES)) ?
 		       v->enabled : true;
 
-	return v->addr_set && v->kick_set && v->call_set && enabled;
+	return v->addr_set && !v->unmapped && v->kick_set && v->call_set &&
+	       enabled;
 }
 
 /*
@@ -143,7 +144,8 @@ static int sync_backend(struct vu_session *s)
 	for (i = 0; i < num_queues(s); i++) {
 		const struct vu_vring *v = &s->vrings[i];
 
-		if (!v->addr_set)
+		/* An unmapped ring waits for its memory; the others run. */
+		if (!v->addr_set || v->unmapped)
 			continue;
 		if (vring_ready(s, v))
 			ready++;
@@ -277,6 +279,7 @@ static int stop_vring(struct vu_session *s, unsigned int index)
 		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ADDR, &none);
 	v->kick_set = false;
 	v->addr_set = false;
+	v->unmapped = false;
 	return ret;
 }
 
@@ -473,18 +476,52 @@ static int kernel_mem_table(struct vu_session *s, struct vu_msg *m,
 	return ret;
 }
 
-/* The rings move with the memory: translate them again. */
+/* Whether ring @v's three parts are all inside the memory table. */
+static bool vring_mapped(const struct vu_session *s, const struct vu_vring *v)
+{
+	uint64_t num = v->num_set ? v->num : 0;
+
+	return vu_uva_to_host(s, v->addr.desc_user_addr, num ? 16 * num : 1) &&
+	       vu_uva_to_host(s, v->addr.avail_user_addr, 6 + 2 * num) &&
+	       vu_uva_to_host(s, v->addr.used_user_addr, used_ring_len(num));
+}
+
+/*
+ * The rings move with the memory: translate them again.  A ring whose
+ * memory is no longer in the table (a region removed, and maybe added
+ * back in the next message, as QEMU does when a region changes) is
+ * cleared in the kernel and waits, unmapped, as libvhost-user lets it:
+ * the disk is detached here (kernel_mem_table()), and sync_backend()
+ * attaches it again for the rings that are mapped.
+ */
 static int retranslate_rings(struct vu_session *s, struct vu_msg *m)
 {
+	struct vhost_vring_addr none;
+	struct vu_vring *v;
 	unsigned int i;
 	int ret;
 
 	for (i = 0; i < num_queues(s); i++) {
-		if (!s->vrings[i].addr_set)
+		v = &s->vrings[i];
+		if (!v->addr_set)
 			continue;
-		ret = kernel_vring_addr(s, m, i);
+		if (vring_mapped(s, v)) {
+			ret = kernel_vring_addr(s, m, i);
+			if (ret)
+				return ret;
+			if (v->unmapped)
+				vbb_info("vring %u: its memory is back", i);
+			v->unmapped = false;
+			continue;
+		}
+		if (!v->unmapped)
+			vbb_info("vring %u: its memory left the table, the ring waits for it",
+				 i);
+		none = (struct vhost_vring_addr){ .index = i };
+		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_VRING_ADDR, &none);
 		if (ret)
 			return ret;
+		v->unmapped = true;
 	}
 	return 0;
 }
@@ -703,7 +740,7 @@ static int h_set_vring_num(struct vu_session *s, struct vu_msg *m,
 			 KDEV_DEFAULT_QUEUE_SIZE);
 	/* Check the ring still fits where it is. */
 	if (v->addr_set && s->mem_set)
-		return kernel_vring_addr(s, m, st.index);
+		return retranslate_rings(s, m);
 	return 0;
 }
 
@@ -744,6 +781,7 @@ static int h_set_vring_addr(struct vu_session *s, struct vu_msg *m,
 	if (ret)
 		return ret;
 	v->addr_set = true;
+	v->unmapped = false;
 	return 0;
 }
 

@@ -57,6 +57,11 @@ struct vu_vring {
 	uint32_t num;
 	bool num_set;
 	bool addr_set;			/* SET_VRING_ADDR since last stop */
+	/*
+	 * Set, but not inside the memory table now (REM_MEM_REG took its
+	 * region): cleared in the kernel until the memory comes back.
+	 */
+	bool unmapped;
 	struct vhost_vring_addr addr;	/* frontend addresses */
 	bool kick_set;
 	bool call_set;

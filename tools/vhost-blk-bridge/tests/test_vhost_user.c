@@ -900,6 +900,40 @@ static void t_mem_slots(struct env *e)
 	      log_has("all 10 memory slots are in use"), "an 11th slot");
 }
 
+/*
+ * REM_MEM_REG of the region that holds the rings, then ADD_MEM_REG of it
+ * again (QEMU replaces a region that changed that way): the rings wait,
+ * cleared in the kernel and the disk detached, and run again once their
+ * memory is back; the connection stays.
+ */
+static void t_mem_slots_rem_ring_region(struct env *e)
+{
+	struct vu_mem_reg r = {
+		.region = {
+			.guest_phys_addr = GPA1, .memory_size = REGION_BYTES,
+			.userspace_addr = FE_UVA1, .mmap_offset = REGION_BYTES,
+		},
+	};
+	int fd = e->memfd;
+
+	handshake(e);
+	start(e, NQ, true);
+	CHECK(e->fake.attached && e->fake.desc[0] && e->fake.desc[1],
+	      "not running");
+	CHECK(xchg(e, VU_REM_MEM_REG, VU_VERSION, &r, sizeof(r), NULL, 0) == 0,
+	      "REM_MEM_REG of the rings' region");
+	CHECK(log_has("vring 0: its memory left the table"), "no notice");
+	CHECK(!e->fake.attached, "attached with its rings unmapped");
+	CHECK(!e->fake.desc[0] && !e->fake.desc[1],
+	      "the kernel still has the rings");
+	CHECK(xchg(e, VU_ADD_MEM_REG, VU_VERSION, &r, sizeof(r), &fd, 1) == 0,
+	      "ADD_MEM_REG of it again");
+	CHECK(e->fake.attached && e->fake.running[0] && e->fake.running[1],
+	      "not running again");
+	CHECK(e->fake.desc[0] && e->fake.desc[1], "rings not set again");
+	CHECK(!log_has("error"), "errors");
+}
+
 /* REM_MEM_REG of a region never added is refused. */
 static void t_mem_slots_rem_unknown(struct env *e)
 {
@@ -2386,6 +2420,7 @@ static const struct test tests[] = {
 	{ "SET_MEM_TABLE with a mmap_offset off a page boundary", t_mem_table_unaligned_offset, false },
 	{ "SET_MEM_TABLE on hugetlbfs: huge-page aligned, MAP_NORESERVE, MADV_DONTDUMP", t_mem_table_hugetlb, false },
 	{ "CONFIGURE_MEM_SLOTS: 10 regions added, one removed, the module's limit", t_mem_slots, false },
+	{ "REM_MEM_REG of the rings' region: they wait, and run when it is back", t_mem_slots_rem_ring_region, false },
 	{ "REM_MEM_REG of an unknown region is refused", t_mem_slots_rem_unknown, false },
 	{ "SET_VRING_ADDR is translated into our mappings", t_vring_addr, false },
 	{ "the disk is attached once every set-up ring is enabled", t_attach_when_all_enabled, false },
