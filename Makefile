@@ -14,6 +14,8 @@
 #                   6.1), run every selftest
 #   make fuzz-debug the hostile-guest suite with 10^6 fuzzer requests per
 #                   backend on the debug kernel (hours)
+#   make fuzz-bridge the bridge's libFuzzer target, 10^7 inputs (about an
+#                   hour; make check runs 10^5)
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make demo-migrate  live migration between two test VMs sharing an
@@ -46,7 +48,7 @@ KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h drivers/vhost/blk_c
 	include/uapi/linux/vhost_blk.h
 
 .PHONY: all deps module tools check bench demo demo-migrate checkpatch intree clean \
-	debug-kernel module-debug module-6.1 fuzz-debug deb package-test
+	debug-kernel module-debug module-6.1 fuzz-debug fuzz-bridge deb package-test
 
 all: module tools
 
@@ -110,6 +112,10 @@ check: all module-debug module-6.1 deb
 FUZZ_DEBUG_REQUESTS ?= 1000000
 fuzz-debug: all module-debug
 	bash $(SELFTEST_DIR)/run_check.sh --fuzz-debug $(FUZZ_DEBUG_REQUESTS)
+
+BRIDGE_FUZZ_RUNS ?= 10000000
+fuzz-bridge: $(BUILD)/kernel.env
+	$(MAKE) -C $(BRIDGE_DIR) fuzz FUZZ_RUNS=$(BRIDGE_FUZZ_RUNS)
 
 bench: all
 	bash scripts/deps.sh --ceph

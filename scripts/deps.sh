@@ -91,6 +91,8 @@ host_pkgs="$host_pkgs jq"
 host_pkgs="$host_pkgs dpkg-dev debhelper dh-dkms dkms fakeroot udev"
 # The bridge: socket activation and readiness (sd_listen_fds, sd_notify).
 host_pkgs="$host_pkgs libsystemd-dev"
+# Its libFuzzer target (clang brings libFuzzer and the sanitizers' runtimes).
+host_pkgs="$host_pkgs clang"
 # The bridge's end-to-end test boots one guest through libvirt (libvirtd,
 # its QEMU driver, virsh), started inside the test VM, which sees this root.
 host_pkgs="$host_pkgs libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"

@@ -2056,73 +2056,6 @@ static void t_migration_log_bounded(struct env *e)
 	close(fd);
 }
 
-static void t_random_messages(struct env *e)
-{
-	unsigned int i, seed = 12345;
-	int fds_before, maps_before;
-
-	handshake(e);
-	start(e, NQ, true);
-	fds_before = count_fds();
-	maps_before = count_guest_maps();
-	for (i = 0; i < 2000; i++) {
-		uint8_t payload[300];
-		uint32_t req, size, j;
-		int fd = e->kick[i % NQ], ret;
-		struct vu_hdr h;
-
-		e->fake.ncalls = 0;	/* only the fake's behaviour matters */
-		seed = seed * 1103515245 + 12345;
-		req = (seed >> 8) % 45;
-		seed = seed * 1103515245 + 12345;
-		size = (seed >> 8) % 80;
-		if (req == VU_SET_MEM_TABLE || req == VU_RESET_OWNER)
-			continue;	/* would only stop the device */
-		for (j = 0; j < size; j++) {
-			seed = seed * 1103515245 + 12345;
-			payload[j] = seed >> 16;
-		}
-		/* Often a plausible index and size, so handlers run deep. */
-		if (size >= 8 && (i & 1)) {
-			payload[0] %= NQ + 1;
-			memset(payload + 1, 0, 3);
-			if (i & 2)
-				size = req == VU_SET_VRING_ADDR ? 40 : 8;
-		}
-		ret = xchg(e, req, VU_VERSION | ((i & 4) ? VU_NEED_REPLY : 0),
-			   payload, size, &fd, (i & 8) ? 1 : 0);
-		CHECK(ret >= -1 && ret <= 1, "message %u: %d", i, ret);
-		/* Replies are written before handle returns: no waiting. */
-		while (!no_reply_pending(e) &&
-		       recv_reply(e, &h, payload, sizeof(payload)) == 0)
-			if (h.flags != 0x5) {
-				CHECK(h.flags == 0x5, "reply flags 0x%x", h.flags);
-				break;
-			}
-		if (ret != 0) {
-			/* The connection would close: start a new one. */
-			int sv[2];
-
-			vu_session_close(&e->s);
-			close(e->fe);
-			close(e->be);
-			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
-				       sv))
-				break;
-			e->fe = sv[0];
-			e->be = sv[1];
-			CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "reopen");
-			handshake(e);
-			start(e, NQ, true);
-		}
-		if (!t_ok)
-			break;
-	}
-	CHECK(count_fds() == fds_before, "%d fds, %d before", count_fds(),
-	      fds_before);
-	CHECK(count_guest_maps() == maps_before, "%d mappings, %d before",
-	      count_guest_maps(), maps_before);
-}
 
 /* ------------------------------------------------ the listening socket */
 
@@ -2470,7 +2403,6 @@ static const struct test tests[] = {
 	{ "migration: a new log replaces the old, none outlives the session", t_migration_log_replaced, false },
 	{ "migration: a log without LOG_SHMFD, fd, valid size or mapping", t_migration_log_bad, false },
 	{ "migration: a log that does not cover the table or a logged ring is refused", t_migration_log_bounded, false },
-	{ "2000 random messages: no crash, no leak", t_random_messages, false },
 	{ "--socket PATH: 0600, or --socket-mode and --socket-group", t_listen_path_mode_group, false },
 	{ "--socket-fd: only a listening unix stream socket", t_listen_socket_fd, false },
 	{ "socket activation: LISTEN_FDS's socket, and no --socket beside it", t_listen_socket_activation, false },

@@ -222,6 +222,39 @@ else
 		>"$out/host.bridge-unit.tap"
 fi
 
+# The same unit tests built with ASan and UBSan (make -C
+# tools/vhost-blk-bridge check-asan): a report stops the program, and the
+# results its plan then misses are failures.  A build that fails is a
+# failure too.
+bridge_make=(make -s -C "$repo/tools/vhost-blk-bridge" OUT="$BUILD/tools")
+if ! "${bridge_make[@]}" "$BUILD/tools/vhost-blk-bridge-test-asan" \
+	>"$out/host.bridge-asan-build.log" 2>&1; then
+	printf 'TAP version 13\n1..1\nnot ok 1 bridge-unit-tests-asan-built # see host.bridge-asan-build.log\n' \
+		>"$out/host.bridge-unit-asan.tap"
+else
+	"$BUILD/tools/vhost-blk-bridge-test-asan" \
+		>"$out/host.bridge-unit-asan.tap" 2>&1
+fi
+note "bridge unit tests under ASan+UBSan: $(tail -n 1 "$out/host.bridge-unit-asan.tap")"
+
+# The libFuzzer target on the bridge's message handler (clang, ASan, UBSan),
+# a bounded run from the seed corpus: one result, its statistics as
+# comments.  make -C tools/vhost-blk-bridge fuzz FUZZ_RUNS=10000000 is the
+# long run.
+fuzz_runs=${VHOST_BLK_CHECK_BRIDGE_FUZZ_RUNS:-100000}
+{
+	echo "TAP version 13"
+	echo "1..1"
+	if "${bridge_make[@]}" fuzz FUZZ_RUNS="$fuzz_runs" \
+		>"$out/host.bridge-fuzz.log" 2>&1; then
+		echo "ok 1 - bridge-fuzz: $fuzz_runs inputs through the message handler, no crash, leak or report"
+	else
+		echo "not ok 1 - bridge-fuzz: a crash, leak or sanitizer report, or the build failed (see host.bridge-fuzz.log)"
+	fi
+	grep '^stat::' "$out/host.bridge-fuzz.log" | sed 's/^/# /'
+} >"$out/host.bridge-fuzz.tap"
+note "bridge fuzzer: $(sed -n 's/^\(not \)\{0,1\}ok 1 - //p' "$out/host.bridge-fuzz.tap")"
+
 pkg_pid=
 # The Debian packages (make deb) in VMs of their own, first on the stock
 # kernel, then on 6.1, with no module loaded by the runner: apt-get
