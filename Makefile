@@ -16,6 +16,7 @@
 #                   backend on the debug kernel (hours)
 #   make fuzz-bridge the bridge's libFuzzer target, 10^7 inputs (about an
 #                   hour; make check runs 10^5)
+#   make coverage   line coverage of the bridge: unit tests and fuzz corpus
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make demo-migrate  live migration between two test VMs sharing an
@@ -48,7 +49,8 @@ KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h drivers/vhost/blk_c
 	include/uapi/linux/vhost_blk.h
 
 .PHONY: all deps module tools check bench demo demo-migrate checkpatch intree clean \
-	debug-kernel module-debug module-6.1 fuzz-debug fuzz-bridge deb package-test
+	debug-kernel module-debug module-6.1 fuzz-debug fuzz-bridge coverage deb \
+	package-test
 
 all: module tools
 
@@ -116,6 +118,9 @@ fuzz-debug: all module-debug
 BRIDGE_FUZZ_RUNS ?= 10000000
 fuzz-bridge: $(BUILD)/kernel.env
 	$(MAKE) -C $(BRIDGE_DIR) fuzz FUZZ_RUNS=$(BRIDGE_FUZZ_RUNS)
+
+coverage: $(BUILD)/kernel.env
+	$(MAKE) -s -C $(BRIDGE_DIR) coverage
 
 bench: all
 	bash scripts/deps.sh --ceph

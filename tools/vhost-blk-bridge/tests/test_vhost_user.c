@@ -38,6 +38,16 @@ static unsigned int t_num, t_pass, t_fail;
 static bool t_ok;
 static FILE *t_log;
 
+/*
+ * _exit() of a forked child.  The coverage build (make coverage) exits
+ * the child through exit(), whose handlers write its gcov counts.
+ */
+#ifdef VBB_COVERAGE
+#define child_exit(code)	exit(code)
+#else
+#define child_exit(code)	_exit(code)
+#endif
+
 #define CHECK(cond, ...)						\
 	do {								\
 		if (!(cond)) {						\
@@ -1252,10 +1262,10 @@ static void t_drip_feed_header(struct env *e)
 	if (pid == 0) {
 		for (i = 0; i < sizeof(h); i++) {
 			if (write(e->fe, &b[i], 1) != 1)
-				_exit(1);
+				child_exit(1);
 			usleep(50000);
 		}
-		_exit(0);
+		child_exit(0);
 	}
 	CHECK(pid > 0, "fork: %s", strerror(errno));
 	if (pid < 0)
@@ -1716,6 +1726,98 @@ static void t_read_only(struct env *e)
 	CHECK(xchg_u64(e, VU_SET_FEATURES, f) == 0, "SET_FEATURES with RO");
 }
 
+/*
+ * What the bridge refuses as a backend, each with the path and reason in
+ * its message: a path that does not exist, a directory, a FIFO, a file
+ * shorter than one block.  A file that is not a whole number of blocks
+ * is served, with a warning.
+ */
+static void t_disk_refused(struct env *e)
+{
+	char dir[] = "/tmp/vbb-test-dir-XXXXXX";
+	char path[64];
+	struct disk d;
+	int fd;
+
+	(void)e;
+	CHECK(mkdtemp(dir), "mkdtemp");
+	snprintf(path, sizeof(path), "%s/none", dir);
+	CHECK(disk_open(&d, path, false, true) == -ENOENT &&
+	      log_has("cannot open backend"), "a missing path");
+	CHECK(disk_open(&d, dir, true, true) < 0 &&
+	      log_has("is neither a regular file nor a block device"),
+	      "a directory");
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	CHECK(mkfifo(path, 0600) == 0, "mkfifo");
+	/* O_RDWR on a FIFO does not block. */
+	CHECK(disk_open(&d, path, false, true) < 0 &&
+	      log_has("is neither a regular file nor a block device"),
+	      "a FIFO");
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/tiny", dir);
+	fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+	CHECK(fd >= 0 && ftruncate(fd, 100) == 0, "tiny file");
+	CHECK(disk_open(&d, path, false, true) == -EINVAL &&
+	      log_has("is smaller than one block"), "a 100-byte file");
+	CHECK(ftruncate(fd, 4096 + 100) == 0, "ragged file");
+	log_reset();
+	if (disk_open(&d, path, false, true) == 0) {
+		CHECK(log_has("size 4196"), "no warning of the ragged tail");
+		disk_close(&d);
+	} else {
+		/* No O_DIRECT where /tmp is (tmpfs before 6.6). */
+		CHECK(log_has("with O_DIRECT"), "a ragged file refused: %s",
+		      log_text());
+	}
+	close(fd);
+	unlink(path);
+	rmdir(dir);
+}
+
+/*
+ * /dev/vhost-blk refusing the bridge's set-up: no module (ENOENT, with a
+ * hint), too few queues (SET_NUM_QUEUES or GET_VRING_STATS: EINVAL),
+ * any other error of theirs, of SET_SERIAL or of the config probe.  Each
+ * fails the session with the ioctl named, and leaves the device closed.
+ */
+static void t_open_refused(struct env *e)
+{
+	static const struct {
+		unsigned long req;
+		int err;
+		const char *says;
+	} cases[] = {
+		{ VHOST_BLK_SET_NUM_QUEUES, EINVAL, "serves fewer than 2 queues" },
+		{ VHOST_BLK_SET_NUM_QUEUES, EIO, "ioctl VHOST_BLK_SET_NUM_QUEUES" },
+		{ VHOST_BLK_GET_VRING_STATS, EINVAL, "serves fewer than 2 queues" },
+		{ VHOST_BLK_GET_VRING_STATS, EIO, "ioctl VHOST_BLK_GET_VRING_STATS" },
+		{ VHOST_BLK_SET_SERIAL, EIO, "ioctl VHOST_BLK_SET_SERIAL" },
+		{ VHOST_BLK_GET_CONFIG, EIO, "ioctl VHOST_BLK_GET_CONFIG" },
+		{ VHOST_BLK_SET_BACKEND, EIO, "cannot attach backend" },
+		{ VHOST_GET_FEATURES, EIO, "ioctl VHOST_GET_FEATURES" },
+	};
+	unsigned int i;
+
+	vu_session_close(&e->s);
+	e->open = false;
+	e->p.kdev.serial = "disk-1";
+	e->fake.open_errno = ENOENT;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == -ENOENT &&
+	      log_has("(is vhost_blk.ko loaded?)"), "no module");
+	e->fake.open_errno = 0;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		log_reset();
+		e->fake.fail_req = cases[i].req;
+		e->fake.fail_errno = cases[i].err;
+		CHECK(vu_session_open(&e->s, &e->p, e->be) == -cases[i].err &&
+		      log_has(cases[i].says), "case %u: %s", i, cases[i].says);
+		CHECK(!e->fake.open, "case %u: the device stayed open", i);
+	}
+	e->fake.fail_req = 0;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "open at last");
+	e->open = true;
+}
+
 static void t_open_params(struct env *e)
 {
 	int i, n = 0, p = 0;
@@ -2112,6 +2214,83 @@ static void t_listen_path_mode_group(struct env *e)
 	unlink(T_SOCK);
 }
 
+/* --socket PATH that cannot be ours: too long, or not a socket. */
+static void t_listen_path_refused(struct env *e)
+{
+	struct vbb_listen_opts o = { .fd = -1 };
+	enum vbb_listen_source src;
+	char longpath[200];
+	char file[] = "/tmp/vbb-test-notsock-XXXXXX";
+	int fd;
+
+	(void)e;
+	memset(longpath, 'a', sizeof(longpath) - 1);
+	longpath[0] = '/';
+	longpath[sizeof(longpath) - 1] = 0;
+	o.path = longpath;
+	CHECK(vbb_listen(&o, &src) == -1 && log_has("is longer than"),
+	      "a path longer than sun_path");
+	fd = mkstemp(file);
+	CHECK(fd >= 0, "mkstemp");
+	o.path = file;
+	CHECK(vbb_listen(&o, &src) == -1 &&
+	      log_has("exists and is not a socket"), "a regular file");
+	CHECK(access(file, F_OK) == 0, "the file was removed");
+	unlink(file);
+	close(fd);
+	o.path = "/nonexistent-dir/vbb.sock";
+	CHECK(vbb_listen(&o, &src) == -1 && log_has("bind /nonexistent-dir"),
+	      "a directory that does not exist");
+}
+
+/*
+ * --socket-mode, --socket-group and --allow-uid: octal modes up to 0777,
+ * groups and users by number or name, at most VBB_MAX_ALLOW_UIDS users;
+ * anything else refused with the option named.
+ */
+static void t_option_parsers(struct env *e)
+{
+	static const char *const bad_modes[] = { "0778", "01000", "-1", "",
+						 "rw", "0660x" };
+	uid_t allow[VBB_MAX_ALLOW_UIDS];
+	unsigned int i;
+	size_t n = 0;
+	mode_t mode;
+	gid_t gid;
+
+	(void)e;
+	CHECK(vbb_parse_mode("--socket-mode", "0660", &mode) == 0 &&
+	      mode == 0660, "0660");
+	CHECK(vbb_parse_mode("--socket-mode", "777", &mode) == 0 &&
+	      mode == 0777, "777");
+	for (i = 0; i < sizeof(bad_modes) / sizeof(bad_modes[0]); i++) {
+		log_reset();
+		CHECK(vbb_parse_mode("--socket-mode", bad_modes[i], &mode) == -1 &&
+		      log_has("--socket-mode: '") &&
+		      log_has("is not an octal mode"), "mode '%s'", bad_modes[i]);
+	}
+	CHECK(vbb_parse_group("--socket-group", "4242", &gid) == 0 &&
+	      gid == 4242, "group by number");
+	CHECK(vbb_parse_group("--socket-group", "root", &gid) == 0 && gid == 0,
+	      "group by name");
+	CHECK(vbb_parse_group("--socket-group", "vbb-no-such-group", &gid) == -1 &&
+	      log_has("--socket-group: no group 'vbb-no-such-group'"),
+	      "an unknown group");
+	CHECK(vbb_parse_group("--socket-group", "-5", &gid) == -1,
+	      "a negative group");
+	CHECK(vbb_parse_uid("--allow-uid", "root", allow, &n) == 0 && n == 1 &&
+	      allow[0] == 0, "user by name");
+	CHECK(vbb_parse_uid("--allow-uid", "vbb-no-such-user", allow, &n) == -1 &&
+	      n == 1 && log_has("--allow-uid: no user 'vbb-no-such-user'"),
+	      "an unknown user");
+	while (n < VBB_MAX_ALLOW_UIDS)
+		CHECK(vbb_parse_uid("--allow-uid", "4242", allow, &n) == 0,
+		      "user %zu by number", n);
+	CHECK(vbb_parse_uid("--allow-uid", "4243", allow, &n) == -1 &&
+	      n == VBB_MAX_ALLOW_UIDS && log_has("at most 32 users"),
+	      "one user too many");
+}
+
 /* --socket-fd N: a listening unix stream socket, nothing else. */
 static void t_listen_socket_fd(struct env *e)
 {
@@ -2151,13 +2330,13 @@ static int t_activated_child(bool with_path)
 	int l = t_listener();
 
 	if (l < 0 || dup2(l, SD_LISTEN_FDS_START) < 0)
-		_exit(3);
+		child_exit(3);
 	snprintf(pid, sizeof(pid), "%d", getpid());
 	setenv("LISTEN_PID", pid, 1);
 	setenv("LISTEN_FDS", "1", 1);
 	if (with_path)
-		_exit(vbb_listen(&o, &src) == -1 ? 2 : 1);
-	_exit(vbb_listen(&o, &src) == SD_LISTEN_FDS_START &&
+		child_exit(vbb_listen(&o, &src) == -1 ? 2 : 1);
+	child_exit(vbb_listen(&o, &src) == SD_LISTEN_FDS_START &&
 	      src == VBB_LISTEN_SYSTEMD && !getenv("LISTEN_FDS") ? 0 : 1);
 }
 
@@ -2222,12 +2401,12 @@ static void t_peer_allow_list(struct env *e)
 			int fd;
 
 			if (setgid(other) || setuid(other))
-				_exit(3);
+				child_exit(3);
 			fd = socket(AF_UNIX, SOCK_STREAM, 0);
 			if (fd < 0 ||
 			    connect(fd, (struct sockaddr *)&sun, sizeof(sun)))
-				_exit(4);
-			_exit(0);
+				child_exit(4);
+			child_exit(0);
 		}
 		c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
 		CHECK(c >= 0, "accept: %s", strerror(errno));
@@ -2404,7 +2583,11 @@ static const struct test tests[] = {
 	{ "migration: a log without LOG_SHMFD, fd, valid size or mapping", t_migration_log_bad, false },
 	{ "migration: a log that does not cover the table or a logged ring is refused", t_migration_log_bounded, false },
 	{ "--socket PATH: 0600, or --socket-mode and --socket-group", t_listen_path_mode_group, false },
+	{ "--socket PATH: too long, or not a socket, is refused", t_listen_path_refused, false },
+	{ "--socket-mode, --socket-group, --allow-uid: what they accept", t_option_parsers, false },
 	{ "--socket-fd: only a listening unix stream socket", t_listen_socket_fd, false },
+	{ "a backend that is missing, not a file or device, or too small is refused", t_disk_refused, false },
+	{ "/dev/vhost-blk refusing the set-up fails the session, device closed", t_open_refused, false },
 	{ "socket activation: LISTEN_FDS's socket, and no --socket beside it", t_listen_socket_activation, false },
 	{ "--allow-uid: another user's frontend is refused and logged", t_peer_allow_list, false },
 	{ "READY=1 on NOTIFY_SOCKET", t_notify_ready, false },

@@ -255,6 +255,15 @@ fuzz_runs=${VHOST_BLK_CHECK_BRIDGE_FUZZ_RUNS:-100000}
 } >"$out/host.bridge-fuzz.tap"
 note "bridge fuzzer: $(sed -n 's/^\(not \)\{0,1\}ok 1 - //p' "$out/host.bridge-fuzz.tap")"
 
+# Line coverage of the bridge (make coverage): the unit tests and a replay
+# of the seeds and the corpus the fuzzer just grew.  A figure, printed,
+# not a result: what counts is what the tests above check.
+if "${bridge_make[@]}" coverage >"$out/host.bridge-coverage.log" 2>&1; then
+	note "coverage: $(tail -n 1 "$out/host.bridge-coverage.log") (per file: $out/host.bridge-coverage.log)"
+else
+	note "coverage: the bridge's coverage build failed (see $out/host.bridge-coverage.log)"
+fi
+
 pkg_pid=
 # The Debian packages (make deb) in VMs of their own, first on the stock
 # kernel, then on 6.1, with no module loaded by the runner: apt-get
