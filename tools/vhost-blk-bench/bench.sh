@@ -285,28 +285,50 @@ mkdir -p "$out"
 if [ "$smoke" = 1 ]; then
 	[ -b /dev/ram0 ] || die "/dev/ram0 does not exist (brd not loaded?)"
 	sock=$run_dir/smoke.sock
+	rc1=0 rc2=0 rc3=0
 	start_qsd /dev/ram0 "$sock" 0
 	"$bin" --smoke --quiet --cpus split --label "brd" -d /dev/ram0 \
 		-s "$sock" -u plain,sqpoll --json "$out/smoke.jsonl" \
-		>"$run_dir/smoke1.tap" || failed=1
+		>"$run_dir/smoke1.tap" || rc1=$?
 	stop_qsd
 	# Completion polling: a kernel without it skips (TAP SKIP).
 	"$bin" --smoke --quiet --cpus split --label "brd" -d /dev/ram0 \
 		-b vhost-blk -r randread -n 1 -p 8 --poll-completions on \
-		--json "$out/smoke.jsonl" >"$run_dir/smoke2.tap" || failed=1
+		--json "$out/smoke.jsonl" >"$run_dir/smoke2.tap" || rc2=$?
 	# Network storage: the three back-ends on an NVMe/TCP namespace.
 	setup_nvme_tcp
 	start_qsd "$nvme_dev" "$sock" 0
 	"$bin" --smoke --quiet --cpus split --label "nvme-tcp" -d "$nvme_dev" \
-		-s "$sock" -u plain --json "$out/smoke.jsonl" |
-		sed -E 's/^((not )?ok [0-9]+ - )/\1nvme-tcp: /' >"$run_dir/smoke3.tap" ||
-		failed=1
+		-s "$sock" -u plain --json "$out/smoke.jsonl" \
+		>"$run_dir/smoke3.raw" || rc3=$?
+	sed -E 's/^((not )?ok [0-9]+ - )/\1nvme-tcp: /' "$run_dir/smoke3.raw" \
+		>"$run_dir/smoke3.tap"
 	stop_qsd
-	# One TAP stream: the tests of all, numbered on.
-	n=$(cat "$run_dir"/smoke[123].tap | grep -cE '^(not )?ok ' || true)
+	# One TAP stream: the tests of all, numbered on, under the plans the
+	# runs declared before they ran (one that died early misses results,
+	# which count as failures), and each run's exit status as a test.
+	n=0
+	for k in 1 2 3; do
+		p=$(sed -n '/^1\.\.[0-9][0-9]*$/ { s/^1\.\.//p; q }' \
+		    "$run_dir/smoke$k.tap")
+		n=$((n + ${p:-0} + 1))
+	done
 	printf 'TAP version 13\n1..%d\n' "$n"
-	grep -hvE '^(TAP version|1\.\.[0-9]+$)' "$run_dir"/smoke[123].tap |
-		awk '/^(not )?ok [0-9]+/ { sub(/ok [0-9]+/, "ok " ++i) } { print }'
+	i=0
+	for k in 1 2 3; do
+		eval "rc=\$rc$k"
+		awk -v i="$i" '/^(TAP version|1\.\.[0-9]+$)/ { next }
+			/^(not )?ok [0-9]+/ { sub(/ok [0-9]+/, "ok " ++i) }
+			{ print } END { print i >"/dev/stderr" }' \
+			"$run_dir/smoke$k.tap" 2>"$run_dir/smoke.count"
+		i=$(( $(cat "$run_dir/smoke.count") + 1 ))
+		if [ "$rc" = 0 ]; then
+			echo "ok $i - smoke run $k exited 0"
+		else
+			echo "not ok $i - smoke run $k exited $rc"
+			failed=1
+		fi
+	done
 	exit "$failed"
 fi
 
