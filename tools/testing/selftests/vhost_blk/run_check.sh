@@ -64,13 +64,16 @@ note() { printf 'run_check: %s\n' "$*" >&2; }
 
 usage() {
 	cat <<EOF
-Usage: $me [--fuzz-debug N]
+Usage: $me [--build TARGETS] [--fuzz-debug N]
 
 Run every vhost-blk test (make check): the bridge's unit tests, the test
 VM on the stock kernel and on the debug kernel, the Debian packages'
 test, the bridge's end-to-end test; print "N passed, N failed" last.
 
 Options:
+  --build TARGETS make these targets first ('all module-debug module-6.1
+                  deb' for make check), each a result: a failed build is
+                  a failed result, and the count is printed all the same
   --fuzz-debug N  only the hostile-guest suite on the debug kernel, with N
                   fuzzer requests per backend (make fuzz-debug); results
                   in \$BUILD/vm-out/fuzz-debug
@@ -86,10 +89,13 @@ EOF
 }
 
 fuzz_debug=
+builds=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--fuzz-debug)	[ $# -ge 2 ] || { echo "$me: $1 needs an argument" >&2; exit 2; }
 			fuzz_debug=$2; shift 2 ;;
+	--build)	[ $# -ge 2 ] || { echo "$me: $1 needs an argument" >&2; exit 2; }
+			builds=$2; shift 2 ;;
 	-h|--help)	usage; exit 0 ;;
 	*)		echo "$me: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
@@ -125,6 +131,23 @@ if ! bash "$here/tap_count_test.sh" >"$out/host.tap-count.tap" 2>&1; then
 	echo "$(grep -c '^ok' "$out/host.tap-count.tap") passed, $(grep -c '^not ok' "$out/host.tap-count.tap") failed"
 	exit 1
 fi
+
+# The builds the tests need (make check passes 'all module-debug
+# module-6.1 deb'), each a result: one that fails is a failed result, and
+# whatever needs it fails in turn, but the count below is still printed.
+for target in $builds; do
+	if make -C "$repo" "$target" >"$out/host.build-$target.log" 2>&1; then
+		printf 'TAP version 13\n1..1\nok 1 - build: make %s\n' \
+			"$target" >"$out/host.build-$target.tap"
+	else
+		note "make $target failed: see $out/host.build-$target.log"
+		{
+			printf 'TAP version 13\n1..1\nnot ok 1 - build: make %s failed\n' \
+				"$target"
+			tail -n 20 "$out/host.build-$target.log" | sed 's/^/# /'
+		} >"$out/host.build-$target.tap"
+	fi
+done
 
 problem=0
 for prog in vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test \
