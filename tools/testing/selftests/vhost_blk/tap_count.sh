@@ -10,7 +10,8 @@ me=tap_count.sh
 
 usage() {
 	cat <<EOF
-Usage: $me [--name NAME] [--fail-skip REGEX] FILE...
+Usage: $me [--name NAME] [--fail-skip REGEX] [--allow-skips LIST] FILE...
+       $me --list-skips FILE...
        $me --vm-result NAME STATUS OUTDIR TIMEOUT
 
 Count the TAP results in FILE... and print, on stdout, why anything
@@ -26,10 +27,18 @@ A result is counted as failed when it is 'not ok', and so are:
     'Bail out!' (one failure each);
   - a skip whose reason matches --fail-skip (an extended regular
     expression, case-insensitive): something that must be there was not;
+  - with --allow-skips, a skip that LIST does not expect;
   - no FILE at all, or a FILE that cannot be read (one failure);
   - no failure and no pass either: "no test ran" (one failure).
 A plan of '1..0 # SKIP reason' with no results is one skip.  Lines that
 start with '#' or white space (comments, subtests) are not counted.
+
+LIST has a line per expected skip: the TAP file's name, white space, and
+the result's description (the text after 'ok N', a leading '- ' dropped,
+up to ' # SKIP'), or '(all)' for a file that skipped as a whole
+('1..0 # SKIP'); '*' in either matches any text.  '#' starts a comment.
+--list-skips prints the skips of FILE... in that form, each with its
+reason as a comment: the start of a LIST.
 
 --vm-result prints a TAP document of one result, test NAME, for a
 vm/run-vm.sh exit STATUS: ok for 0; not ok for anything else, saying why
@@ -40,6 +49,8 @@ s; 125: the VM could not be set up or died; 2: run-vm.sh refused to run;
 Options:
   --name NAME        prefix of the explanatory lines (default tap_count)
   --fail-skip REGEX  count skips whose reason matches REGEX as failures
+  --allow-skips LIST count skips that LIST does not expect as failures
+  --list-skips       print the skips of FILE... as lines of a LIST
   -h, --help         this text
 
 Exit status: 0 if nothing failed and something passed, 1 otherwise, 2 for
@@ -78,10 +89,11 @@ vm_result() {
 # (Files are read with getline from BEGIN, so that an empty or unreadable
 # file is noticed, and no file at all does not mean stdin.)
 count() {
-	local name=$1 fail_skip=$2
+	local name=$1 fail_skip=$2 allow=$3 list=$4
 
-	shift 2
-	awk -v name="$name" -v fail_skip="$fail_skip" '
+	shift 4
+	awk -v name="$name" -v fail_skip="$fail_skip" -v allow="$allow" \
+	    -v list="$list" '
 	function fname(f,   n, parts) { n = split(f, parts, "/"); return parts[n] }
 	function problem(text) { problems[++nproblems] = name ": " text; return 1 }
 	# At most 5 failed results listed per file, so that every file that
@@ -106,6 +118,72 @@ count() {
 	function skip_refused(reason) {
 		return fail_skip != "" && tolower(reason) ~ tolower(fail_skip)
 	}
+	# A LIST pattern as an anchored regular expression: "*" any text,
+	# everything else literal.
+	function glob_re(g,   out, i, c) {
+		out = "^"
+		for (i = 1; i <= length(g); i++) {
+			c = substr(g, i, 1)
+			if (c == "*")
+				out = out ".*"
+			else if (c ~ /[][\\.^$+?(){}|]/)
+				out = out "\\" c
+			else
+				out = out c
+		}
+		return out "$"
+	}
+	function read_allow(path,   line, rc, f, id) {
+		nallow = 0
+		while ((rc = (getline line < path)) > 0) {
+			sub(/#.*/, "", line)
+			if (!match(line, /[^ \t]/))
+				continue
+			line = substr(line, RSTART)
+			sub(/[ \t]+$/, "", line)
+			f = line
+			sub(/[ \t].*/, "", f)
+			id = substr(line, length(f) + 1)
+			sub(/^[ \t]+/, "", id)
+			allow_file[++nallow] = glob_re(f)
+			allow_id[nallow] = glob_re(id)
+		}
+		if (rc < 0) {
+			problem(path ": the skip list cannot be read")
+			failed++
+		}
+		close(path)
+	}
+	# The description of a result line: after "ok N" and "- ", up to " # ".
+	function result_id(line,   rest, i) {
+		rest = line
+		sub(/^ok[ \t]*[0-9]*[ \t]*/, "", rest)
+		sub(/^- /, "", rest)
+		i = index(rest, " # ")
+		return i ? substr(rest, 1, i - 1) : rest
+	}
+	function skip_expected(id,   i) {
+		if (allow == "")
+			return 1
+		for (i = 1; i <= nallow; i++)
+			if (file ~ allow_file[i] && id ~ allow_id[i])
+				return 1
+		return 0
+	}
+	# One skip: listed (--list-skips), expected, or a failure.
+	function skip(text, id, reason) {
+		if (list != "") {
+			listed[++nlisted] = file " " id "\t# " reason
+			skipped++
+		} else if (skip_expected(id)) {
+			skip_line(file ": " text)
+			skipped++
+		} else {
+			fail_line(file ": " text " (not an expected skip: " \
+				  "not in " fname(allow) ")")
+			failed++
+		}
+	}
 	function result(line,   rest, num, reason) {
 		nres++
 		rest = line
@@ -127,8 +205,7 @@ count() {
 			fail_line(file ": " line " (make check does not accept this skip)")
 			failed++
 		} else {
-			skip_line(file ": " line)
-			skipped++
+			skip(line, result_id(line), reason)
 		}
 	}
 	function count_file(path,   line, rc, plans, plan, plan_skip, num, dups, outside, bad) {
@@ -174,8 +251,7 @@ count() {
 				fail_line(file ": 1..0 # " plan_skip " (make check does not accept this skip)")
 				failed++
 			} else {
-				skip_line(file ": 1..0 # " plan_skip)
-				skipped++
+				skip("1..0 # " plan_skip, "(all)", plan_skip)
 			}
 		}
 		if (plans > 0 && nres > plan)
@@ -199,8 +275,15 @@ count() {
 	}
 	BEGIN {
 		passed = failed = skipped = 0
+		if (allow != "")
+			read_allow(allow)
 		for (i = 1; i < ARGC; i++)
 			count_file(ARGV[i])
+		if (list != "") {
+			for (i = 1; i <= nlisted; i++)
+				print listed[i]
+			exit 0
+		}
 		if (ARGC <= 1) {
 			problem("no TAP files")
 			failed++
@@ -226,7 +309,7 @@ count() {
 }
 
 main() {
-	local name=tap_count fail_skip='' files=()
+	local name=tap_count fail_skip='' allow='' list='' files=()
 
 	while [ $# -gt 0 ]; do
 		case "$1" in
@@ -234,6 +317,9 @@ main() {
 				name=$2; shift 2 ;;
 		--fail-skip)	[ $# -ge 2 ] || die "$1 needs an argument"
 				fail_skip=$2; shift 2 ;;
+		--allow-skips)	[ $# -ge 2 ] || die "$1 needs an argument"
+				allow=$2; shift 2 ;;
+		--list-skips)	list=1; shift ;;
 		--vm-result)	[ $# -eq 5 ] ||
 					die "usage: $me --vm-result NAME STATUS OUTDIR TIMEOUT"
 				vm_result "$2" "$3" "$4" "$5"
@@ -244,7 +330,7 @@ main() {
 		*)		files+=("$1"); shift ;;
 		esac
 	done
-	count "$name" "$fail_skip" "${files[@]}"
+	count "$name" "$fail_skip" "$allow" "$list" "${files[@]}"
 }
 
 main "$@"

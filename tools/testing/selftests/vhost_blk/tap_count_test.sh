@@ -238,5 +238,23 @@ for case in "3|the kernel log shows a warning, see /out/dmesg.log" \
 		-- "$dir"/a.tap "$dir"/vm.tap
 done
 
+# --allow-skips: the skips a pass may have, by file and description.
+new_case
+file 6.1.brd.io.tap "1..4" "ok 1 - one" "ok 2 - two # SKIP brd has no discard" \
+	"ok 3 three # SKIP not here" "ok 4 - four # SKIP other"
+file 6.1.cpoll.tap "1..0 # SKIP no poll queues"
+printf '%s\n' "# expected on 6.1" "6.1.brd.io.tap two" "*.io.tap three" \
+	"6.1.cpoll.tap (all)" >"$dir/allow"
+expect "--allow-skips: a skip the list does not expect is a failure" \
+	"1 passed, 1 failed, 3 skipped" 1 \
+	"tc: skipped: 6.1.brd.io.tap: ok 2 - two # SKIP brd has no discard" \
+	"tc: failed: 6.1.brd.io.tap: ok 4 - four # SKIP other (not an expected skip: not in allow)" \
+	-- --allow-skips "$dir/allow" "$dir"/6.1.brd.io.tap "$dir"/6.1.cpoll.tap
+expect "--list-skips: the skips as lines of a list" \
+	"6.1.cpoll.tap (all)	# SKIP no poll queues" 0 \
+	"6.1.brd.io.tap two	# SKIP brd has no discard" \
+	"6.1.brd.io.tap three	# SKIP not here" \
+	-- --list-skips "$dir"/6.1.brd.io.tap "$dir"/6.1.cpoll.tap
+
 echo "1..$n"
 exit "$failed"
