@@ -1537,8 +1537,17 @@ static bool vhost_blk_retry(struct vhost_blk_vq *bvq)
 	list = llist_del_all(&bvq->retry_list);
 	llist_for_each_entry_safe(req, tmp, list, node) {
 		vhost_blk_unpoll(req);
-		vhost_blk_submit_bio(req, &req->poll_iter, req->poll_opf,
-				     false);
+		/*
+		 * Its buffers are the owner's memory: the worker shares the
+		 * owner's mm, an ioctl of the owner too.  A teardown run by
+		 * anyone else (a release in the owner's exit, its mm gone)
+		 * fails the request rather than pin another mm's pages.
+		 */
+		if (likely(current->mm == bvq->vq.dev->mm))
+			vhost_blk_submit_bio(req, &req->poll_iter,
+					     req->poll_opf, false);
+		else
+			WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 		/* The refused bio's reference. */
 		vhost_blk_req_put(req);
 	}
