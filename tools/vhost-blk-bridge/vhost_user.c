@@ -233,22 +233,31 @@ static bool log_all(const struct vu_session *s)
 }
 
 /* Give the module ring @index at our addresses for the frontend's. */
+/*
+ * Ring @v's three parts at our addresses, each NULL if it is not all
+ * inside the memory table.  Whether all three are.
+ */
+static bool vring_translate(const struct vu_session *s,
+			    const struct vu_vring *v, void **desc,
+			    void **avail, void **used)
+{
+	uint64_t num = v->num_set ? v->num : 0;
+
+	/* Split ring sizes, with the event index words. */
+	*desc = vu_uva_to_host(s, v->addr.desc_user_addr, num ? 16 * num : 1);
+	*avail = vu_uva_to_host(s, v->addr.avail_user_addr, 6 + 2 * num);
+	*used = vu_uva_to_host(s, v->addr.used_user_addr, used_ring_len(num));
+	return *desc && *avail && *used;
+}
+
 static int kernel_vring_addr(struct vu_session *s, const struct vu_msg *m,
 			     unsigned int index)
 {
 	struct vu_vring *v = &s->vrings[index];
-	uint64_t num = v->num_set ? v->num : 0;
-	/* Split ring sizes, with the event index words. */
-	uint64_t desc_len = num ? 16 * num : 1;
-	uint64_t avail_len = 6 + 2 * num;
-	uint64_t used_len = used_ring_len(num);
 	struct vhost_vring_addr ka = { .index = index };
 	void *desc, *avail, *used;
 
-	desc = vu_uva_to_host(s, v->addr.desc_user_addr, desc_len);
-	avail = vu_uva_to_host(s, v->addr.avail_user_addr, avail_len);
-	used = vu_uva_to_host(s, v->addr.used_user_addr, used_len);
-	if (!desc || !avail || !used)
+	if (!vring_translate(s, v, &desc, &avail, &used))
 		return fail(m, -EFAULT,
 			    "vring %u: %s ring at 0x%llx is not inside the memory table",
 			    index, !desc ? "descriptor" : !avail ? "available" : "used",
@@ -479,11 +488,9 @@ static int kernel_mem_table(struct vu_session *s, struct vu_msg *m,
 /* Whether ring @v's three parts are all inside the memory table. */
 static bool vring_mapped(const struct vu_session *s, const struct vu_vring *v)
 {
-	uint64_t num = v->num_set ? v->num : 0;
+	void *desc, *avail, *used;
 
-	return vu_uva_to_host(s, v->addr.desc_user_addr, num ? 16 * num : 1) &&
-	       vu_uva_to_host(s, v->addr.avail_user_addr, 6 + 2 * num) &&
-	       vu_uva_to_host(s, v->addr.used_user_addr, used_ring_len(num));
+	return vring_translate(s, v, &desc, &avail, &used);
 }
 
 /*
