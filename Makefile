@@ -24,7 +24,7 @@
 #   make checkpatch kernel code through checkpatch.pl --strict
 #   make deb        vhost-blk-dkms and vhost-blk-tools .debs in build/deb
 #   make package-test  build them, install them in the test VM, test them
-#   make intree     drivers/vhost/ and the kselftests in a 6.12 kernel tree
+#   make intree     drivers/vhost/ and the kselftests in a 7.3 kernel tree
 #   make clean
 
 TOP   := $(CURDIR)
@@ -45,14 +45,16 @@ USER_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror \
 	-I$(TOP)/include/uapi -I$(KSRC)/include/uapi
 export USER_CFLAGS
 
-KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h drivers/vhost/blk_compat.h \
+KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 	include/uapi/linux/vhost_blk.h
+# The backport layer: out-of-tree builds for kernels before 7.3 only.
+BACKPORT_SRCS := backport/backport.h backport/include/linux/sched/vhost_task.h
 
 .PHONY: all deps module tools check bench demo demo-migrate checkpatch intree clean \
-	debug-kernel module-debug module-6.1 fuzz-debug fuzz-bridge coverage deb \
+	debug-kernel module-debug module-6.1 module-7.3 fuzz-debug fuzz-bridge coverage deb \
 	package-test
 
-all: module tools
+all: module module-7.3 tools
 
 $(BUILD)/kernel.env: scripts/deps.sh
 	bash scripts/deps.sh
@@ -79,8 +81,9 @@ debug-kernel: $(BUILD)/kernel.env
 define copy-module-src
 	@mkdir -p $(1)/drivers/vhost $(1)/include/uapi/linux
 	@cp -p Kbuild $(1)/
-	@cp -p drivers/vhost/blk.c drivers/vhost/blk_trace.h drivers/vhost/blk_compat.h $(1)/drivers/vhost/
+	@cp -p drivers/vhost/blk.c drivers/vhost/blk_trace.h $(1)/drivers/vhost/
 	@cp -p include/uapi/linux/vhost_blk.h $(1)/include/uapi/linux/
+	@cp -p --parents $(BACKPORT_SRCS) $(1)/
 endef
 
 DEBUG_MOD := $(BUILD)/module-debug
@@ -93,12 +96,23 @@ module-debug: debug-kernel
 
 # vhost_blk.ko for Debian 12's default kernel, 6.1 LTS (KREL_61 from
 # deps.sh), against its headers and its own vhost.h, from a copy in
-# $(MOD_61): drivers/vhost/blk_compat.h fills in what 6.1 lacks.
+# $(MOD_61): the backport layer (backport/) fills in what 6.1 lacks.
 MOD_61 := $(BUILD)/module-6.1
 module-6.1: $(BUILD)/kernel.env
 	$(call copy-module-src,$(MOD_61))
 	$(MAKE) -C /usr/src/linux-headers-$(KREL_61) M=$(MOD_61) \
 		KSRC=$(KSRC_61) modules
+
+# vhost_blk.ko for Linux 7.3, the kernel blk.c is written to (KREL_73 from
+# scripts/mainline.sh), built by Debian 13's gcc-14 and kbuild in the build
+# root KROOT_73, against 7.3's headers and its vhost.h, from a copy in
+# $(MOD_73).  No backport layer: Kbuild adds it only before 7.3.
+MOD_73 := $(BUILD)/module-7.3
+module-7.3: $(BUILD)/kernel.env
+	$(call copy-module-src,$(MOD_73))
+	bash scripts/in-root.sh $(KROOT_73) $(BUILD) -- \
+		make -C /usr/src/linux-headers-$(KREL_73) M=/build/module-7.3 \
+		KSRC=/build/linux-source-7.3 modules
 
 tools: $(BUILD)/kernel.env
 	$(MAKE) -C $(SELFTEST_DIR) OUT=$(BUILD)/selftests
@@ -141,10 +155,10 @@ checkpatch: $(BUILD)/kernel.env
 		--ignore FILE_PATH_CHANGES -f $(KERNEL_SRCS) | tee $(BUILD)/checkpatch.log
 	@! grep -q ': ERROR:' $(BUILD)/checkpatch.log
 
-# Our files applied to linux-source-6.12 in $(BUILD)/intree: drivers/vhost/
+# Our files applied to linux-source-7.3 in $(BUILD)/intree: drivers/vhost/
 # built with O= and in the tree, the kselftests run the kernel's way in the
 # test VM (which loads the out-of-tree module).
-intree: module
+intree: module-7.3
 	bash scripts/intree.sh
 
 # The Debian packages (debian/), built by dpkg-buildpackage from a copy of

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build the debug kernel of the test VM (KASAN, lockdep, UBSAN, DEBUG_LIST,
-# DEBUG_OBJECTS_WORK, kmemleak) from the same linux-source-6.12 package as
-# the stock kernel the tests boot, and keep it in a cache shared by every
-# clone on the machine.  See Documentation/virt/vhost-blk/testing.rst.
+# DEBUG_OBJECTS_WORK, kmemleak) from linux-source-7.3, the release of the
+# stock 7.3 kernel the tests boot (scripts/mainline.sh), and keep it in a
+# cache shared by every clone on the machine.  The host's gcc builds it:
+# only Debian's own 7.3 build needs Debian 13's toolchain.
+# See Documentation/virt/vhost-blk/testing.rst.
 set -euo pipefail
 
 me=debug-kernel
@@ -24,11 +26,11 @@ Usage: ${0##*/} [--path] [-h|--help]
 
 Build the vhost-blk debug kernel ('make $base' plus the fragment
 ${fragment#"$top"/})
-from the linux-source-6.12 package that 'make deps' downloaded, unless the
+from the linux-source-7.3 package that 'make deps' downloaded, unless the
 cache already has it, and print the cache entry's directory:
 
   DIR/bzImage          the kernel
-  DIR/kernelrelease    its release (6.12.N-vhost-blk-debug)
+  DIR/kernelrelease    its release (7.3.N-vhost-blk-debug)
   DIR/config           its .config
   DIR/modules/lib/modules/RELEASE/
                        its modules, with depmod run
@@ -42,7 +44,7 @@ The cache is \$VHOST_BLK_CACHE/debug-kernel (default
 cannot be written.  An entry is named by a hash of this script's format
 version, the linux-source .deb's file name, the base config and the
 fragment's settings (not its comments): a change to any of them builds a
-new kernel.  Only the first run on a machine pays for the build (7 to 11
+new kernel.  Only the first run on a machine pays for the build (20 to 40
 min on 2 cores); entries appear atomically, and concurrent runs wait for
 each other.
 
@@ -69,11 +71,12 @@ done
 
 env_file=$BUILD/kernel.env
 [ -f "$env_file" ] || die "$env_file not found: run 'make deps' first"
-KVER=
+KVER_73=
 # shellcheck source=/dev/null
 . "$env_file"
-[ -n "$KVER" ] || die "$env_file does not set KVER: run 'make deps'"
-deb=$BUILD/dl/linux-source-6.12_${KVER//:/%3a}_all.deb
+[ -n "$KVER_73" ] || die "$env_file does not set KVER_73: run 'make deps'"
+series=7.3
+deb=$BUILD/dl/linux-source-${series}_${KVER_73//:/%3a}_all.deb
 [ -f "$deb" ] || die "$deb not found: run 'make deps'"
 [ -f "$fragment" ] || die "$fragment not found"
 
@@ -141,12 +144,12 @@ fail() {
 
 start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-msg "building the debug kernel into $dir (first run on this machine: 7 to 11 min on 2 cores; log: $log)"
+msg "building the debug kernel into $dir (first run on this machine: 20 to 40 min on 2 cores; log: $log)"
 msg "unpacking $(basename "$deb")"
 { dpkg-deb --fsys-tarfile "$deb" |
-	tar -xO ./usr/src/linux-source-6.12.tar.xz | tar -xJ -C "$tmp"; } ||
+	tar -xO "./usr/src/linux-source-$series.tar.xz" | tar -xJ -C "$tmp"; } ||
 	die "cannot unpack the kernel source from $deb into $tmp"
-mv "$tmp/linux-source-6.12" "$tmp/src"
+mv "$tmp/linux-source-$series" "$tmp/src"
 mkdir "$tmp/obj"
 
 msg "configuring ($base + ${fragment#"$top"/})"

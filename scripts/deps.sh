@@ -4,13 +4,18 @@
 # Install everything vhost-blk needs on a Debian 12 machine, and pick, for
 # each of Debian 12's two kernel series, one release for which the image,
 # the headers and the source package all exist: 6.12 (backports, the one
-# everything runs on) and 6.1 (the default kernel, the module and its
-# selftests are tested on it too).  Idempotent: a second run with
-# everything in place only re-reads the stamp file and returns.
+# the tools build against and most of make check runs on) and 6.1 (the
+# default kernel, the module and its selftests are tested on it too).
+# Linux 7.3, the kernel drivers/vhost/blk.c is written to, comes from
+# Debian 13's trixie-backports with a Debian 13 build root for it:
+# scripts/mainline.sh.  Idempotent: a second run with everything in place
+# only re-reads the stamp file and returns.
 #
 # Output: $BUILD/kernel.env, sourced by the Makefile and the VM runner:
 #   KREL=6.12.N+deb12-amd64   KVER=6.12.N-...   KSRC=$BUILD/linux-source-6.12
 #   KREL_61=6.1.0-N-amd64     KVER_61=6.1.M-... KSRC_61=$BUILD/linux-source-6.1
+#   KREL_73=7.3.N+deb13-amd64 KVER_73=7.3.N-... KSRC_73=$BUILD/linux-source-7.3
+#   KROOT_73 (the Debian 13 build root), KIMG_73 (the 7.3 kernel for the VM)
 #
 # deps.sh --ceph installs only Ceph and QEMU's rbd driver, for make bench.
 #
@@ -96,6 +101,8 @@ host_pkgs="$host_pkgs clang"
 # The bridge's end-to-end test boots one guest through libvirt (libvirtd,
 # its QEMU driver, virsh), started inside the test VM, which sees this root.
 host_pkgs="$host_pkgs libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
+# Linux 7.3's build root (scripts/mainline.sh).
+host_pkgs="$host_pkgs mmdebstrap debian-archive-keyring"
 
 have_all() {
 	local p
@@ -144,7 +151,7 @@ series_ready() {
 
 # Reuse the releases chosen earlier as long as they are still complete.
 if [ -f "$env_file" ]; then
-	KREL= KVER= KSRC= KREL_61= KVER_61= KSRC_61=
+	KREL= KVER= KSRC= KREL_61= KVER_61= KSRC_61= KREL_73=
 	# shellcheck disable=SC1090
 	. "$env_file"
 	if series_ready 6.12 "$KREL" "$KVER" "$KSRC" &&
@@ -152,8 +159,9 @@ if [ -f "$env_file" ]; then
 	   [ -f "$build/dl/linux-source-6.12_${KVER//:/%3a}_all.deb" ] &&
 	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null)" = "$KVER" ] &&
 	   series_ready 6.1 "$KREL_61" "$KVER_61" "$KSRC_61" &&
-	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null)" = "$KVER_61" ]; then
-		log "kernels $KREL and $KREL_61 ready"
+	   [ "$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null)" = "$KVER_61" ] &&
+	   BUILD=$build bash "$top/scripts/mainline.sh" --env >/dev/null; then
+		log "kernels $KREL, $KREL_61 and $KREL_73 ready"
 		exit 0
 	fi
 fi
@@ -244,6 +252,10 @@ if ! series_ready 6.1 "$krel" "$kver" "$build/linux-source-6.1"; then
 	unpack_source 6.1 "$kver" drivers/vhost include/uapi/linux
 fi
 
+# Linux 7.3: its own script, as it comes from another release.
+mainline_env=$(BUILD=$build bash "$top/scripts/mainline.sh") ||
+	die "setting up Linux 7.3 failed (scripts/mainline.sh)"
+
 cat >"$env_file" <<EOT
 KREL=$krel_612
 KVER=$kver_612
@@ -251,5 +263,6 @@ KSRC=$build/linux-source-6.12
 KREL_61=$krel
 KVER_61=$kver
 KSRC_61=$build/linux-source-6.1
+$mainline_env
 EOT
-log "kernels $krel_612 and $krel ready"
+log "kernels $krel_612, $krel and $(sed -n 's/^KREL_73=//p' "$env_file") ready"

@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# vhost-blk as part of a 6.12 kernel tree, the way a patch series would
-# put it there: unpack linux-source-6.12 (the package scripts/deps.sh
+# vhost-blk as part of a 7.3 kernel tree, the way a patch series would
+# put it there: unpack linux-source-7.3 (the package scripts/deps.sh
 # downloaded) into $BUILD/intree, apply our files, configure a defconfig
 # with the selftests' config fragment, build drivers/vhost/ with O= and in
 # the source tree, build the selftests with kselftest's own Makefile and
@@ -20,14 +20,14 @@ usage() {
 	cat <<EOF
 Usage: ${0##*/} [OPTIONS]
 
-Build vhost-blk inside the Debian linux-source-6.12 tree and run its
+Build vhost-blk inside the Debian linux-source-7.3 tree and run its
 kselftests there:
 
-  1. unpack the kernel source from \$BUILD/dl/linux-source-6.12_*.deb
+  1. unpack the kernel source from \$BUILD/dl/linux-source-7.3_*.deb
      (make deps downloads it) twice under $base, once
      kept clean for O= builds (src/, objects in obj/) and once for a
      build in the source tree (tree/); later runs reuse them;
-  2. apply our files: drivers/vhost/blk.c, blk_trace.h, blk_compat.h and
+  2. apply our files: drivers/vhost/blk.c, blk_trace.h and
      include/uapi/linux/vhost_blk.h copied, the drivers/vhost/Kconfig and
      drivers/vhost/Makefile fragments merged into the kernel's;
   3. x86_64 defconfig + tools/testing/selftests/vhost_blk/config +
@@ -36,9 +36,10 @@ kselftests there:
      O=obj and in tree/, and check that the module has its tracepoints;
   5. make headers, copy tools/testing/selftests/vhost_blk into tree/ and
      'make -C tools/testing/selftests TARGETS=vhost_blk' (USERCFLAGS=-Werror);
-  6. unless --no-vm: boot the test VM (vm/run-vm.sh, which loads the
-     out-of-tree vhost_blk.ko of 'make module': the Debian kernel cannot
-     load a module of another configuration) and run 'make -C
+  6. unless --no-vm: boot the test VM on Debian's 7.3 kernel (vm/run-vm.sh
+     --kernel 7.3, which loads the out-of-tree vhost_blk.ko of 'make
+     module-7.3': the Debian kernel cannot load a module of another
+     configuration) and run 'make -C
      tools/testing/selftests TARGETS=vhost_blk run_tests' there with
      VHOST_BLK_TEST_DEV=/dev/ram0 and VHOST_BLK_TEST_STRICT=1; every
      program must be 'ok', none skipped.
@@ -93,9 +94,9 @@ step() { log "[$(( $(date +%s) - t_start )) s] $1"; }
 # ------------------------------------------------------------ 1. unpack
 
 shopt -s nullglob
-debs=("$BUILD"/dl/linux-source-6.12_*_all.deb)
+debs=("$BUILD"/dl/linux-source-7.3_*_all.deb)
 shopt -u nullglob
-[ "${#debs[@]}" -gt 0 ] || die "no $BUILD/dl/linux-source-6.12_*_all.deb: run 'make deps'"
+[ "${#debs[@]}" -gt 0 ] || die "no $BUILD/dl/linux-source-7.3_*_all.deb: run 'make deps'"
 deb=$(printf '%s\n' "${debs[@]}" | sort -V | tail -n 1)
 stamp=$(basename "$deb")
 src=$base/src
@@ -111,11 +112,11 @@ if ! current "$src"; then
 	rm -rf "$src" "$obj" "$tree" "$pristine" "$base/unpack"
 	mkdir -p "$base/unpack"
 	(cd "$base/unpack" && dpkg-deb --fsys-tarfile "$deb" |
-		tar -xO ./usr/src/linux-source-6.12.tar.xz | tar -xJ) ||
+		tar -xO ./usr/src/linux-source-7.3.tar.xz | tar -xJ) ||
 		die "cannot unpack the kernel source from $deb"
-	[ -f "$base/unpack/linux-source-6.12/Makefile" ] ||
-		die "$deb holds no linux-source-6.12/Makefile"
-	mv "$base/unpack/linux-source-6.12" "$src"
+	[ -f "$base/unpack/linux-source-7.3/Makefile" ] ||
+		die "$deb holds no linux-source-7.3/Makefile"
+	mv "$base/unpack/linux-source-7.3" "$src"
 	rmdir "$base/unpack"
 	# The files we merge into, as shipped.
 	mkdir -p "$pristine"
@@ -184,7 +185,6 @@ apply() {
 
 	put "$top/drivers/vhost/blk.c" "$t/drivers/vhost/blk.c"
 	put "$top/drivers/vhost/blk_trace.h" "$t/drivers/vhost/blk_trace.h"
-	put "$top/drivers/vhost/blk_compat.h" "$t/drivers/vhost/blk_compat.h"
 	put "$top/include/uapi/linux/vhost_blk.h" "$t/include/uapi/linux/vhost_blk.h"
 	merge_kconfig "$t/drivers/vhost/Kconfig"
 	merge_makefile "$t/drivers/vhost/Makefile"
@@ -298,7 +298,8 @@ log "kselftest: $nprogs programs built: ${progs//$'\n'/ }"
 
 if [ "$vm" = 1 ]; then
 	step "make run_tests in the test VM"
-	[ -f "$top/vhost_blk.ko" ] || die "$top/vhost_blk.ko not found: run 'make module'"
+	[ -f "$BUILD/module-7.3/vhost_blk.ko" ] ||
+		die "$BUILD/module-7.3/vhost_blk.ko not found: run 'make module-7.3'"
 	vmout=$base/vm-out
 	rlog=$vmout/run_tests.log
 	mkdir -p "$vmout"
@@ -306,7 +307,7 @@ if [ "$vm" = 1 ]; then
 	vmrc=0
 	VHOST_BLK_TEST_DEV=/dev/ram0 VHOST_BLK_TEST_STRICT=1 \
 		bash "$top/tools/testing/selftests/vhost_blk/vm/run-vm.sh" \
-		--out "$vmout" --tcg-threads single --timeout 1800 -- \
+		--kernel 7.3 --out "$vmout" --tcg-threads single --timeout 1800 -- \
 		bash -c '
 			# kselftest/runner.sh writes the programs'"'"' output to
 			# /dev/stdout: the VM'"'"'s devtmpfs has no such link.

@@ -29,6 +29,7 @@
  * Functions that rely on a lock say so with lockdep_assert_held().
  */
 #include <linux/bio.h>
+#include <linux/blk-mq.h>
 #include <linux/blkdev.h>
 #include <linux/file.h>
 #include <linux/falloc.h>
@@ -43,6 +44,7 @@
 #include <linux/pagemap.h>
 #include <linux/sizes.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/vhost_task.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include <linux/vhost.h>
@@ -51,7 +53,6 @@
 #include <linux/wait_bit.h>
 
 #include "vhost.h"
-#include "blk_compat.h"
 
 #define CREATE_TRACE_POINTS
 #include "blk_trace.h"
@@ -151,6 +152,12 @@ struct vhost_blk_vq {
 	 * to be sent again without polling, by vhost_blk_retry().
 	 */
 	struct llist_head retry_list;
+	/*
+	 * Read bios whose pages were cleaned while the device wrote them:
+	 * dirtied again by vhost_blk_redirty(), in process context.
+	 */
+	spinlock_t dirty_lock;
+	struct bio_list dirty_bios;
 	/* Polls them while the ring is not busy-polled. */
 	struct vhost_work reap_work;
 	/*
@@ -397,6 +404,68 @@ static void vhost_blk_req_put(struct vhost_blk_req *req)
 		wake_up_var(&blk->inflight);
 }
 
+/*
+ * A read into guest pages must leave them dirty, as direct I/O does
+ * (bio_set_pages_dirty() and bio_check_pages_dirty(), which are not for
+ * modules): they are dirtied before the bio is sent; if one was cleaned
+ * meanwhile, the bio waits for vhost_blk_redirty() to dirty it again.
+ * folio_mark_dirty() needs the folio lock, which end_io cannot take.
+ */
+static void vhost_blk_bio_set_pages_dirty(struct bio *bio)
+{
+	struct folio_iter fi;
+
+	bio_for_each_folio_all(fi, bio) {
+		folio_lock(fi.folio);
+		folio_mark_dirty(fi.folio);
+		folio_unlock(fi.folio);
+	}
+}
+
+/* May run in IRQ context. */
+static bool vhost_blk_bio_pages_dirty(struct bio *bio)
+{
+	struct folio_iter fi;
+
+	bio_for_each_folio_all(fi, bio) {
+		if (!folio_test_dirty(fi.folio))
+			return false;
+	}
+	return true;
+}
+
+/* May run in IRQ context: done_work dirties the pages and frees @bio. */
+static void vhost_blk_defer_dirty(struct vhost_blk_vq *bvq, struct bio *bio)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&bvq->dirty_lock, flags);
+	bio_list_add(&bvq->dirty_bios, bio);
+	spin_unlock_irqrestore(&bvq->dirty_lock, flags);
+	vhost_vq_work_queue(&bvq->vq, &bvq->done_work);
+}
+
+/*
+ * Dirty the pages of the bios vhost_blk_defer_dirty() kept, and free
+ * them.  Run by done_work, and by vhost_blk_drain() once nothing is in
+ * flight, for a worker that may be gone.
+ */
+static void vhost_blk_redirty(struct vhost_blk_vq *bvq)
+{
+	struct bio_list list;
+	struct bio *bio;
+
+	spin_lock_irq(&bvq->dirty_lock);
+	list = bvq->dirty_bios;
+	bio_list_init(&bvq->dirty_bios);
+	spin_unlock_irq(&bvq->dirty_lock);
+
+	while ((bio = bio_list_pop(&list))) {
+		bio_release_pages(bio, true);
+		bio_put(bio);
+	}
+}
+
 static void vhost_blk_bio_end_io(struct bio *bio)
 {
 	struct vhost_blk_req *req = bio->bi_private;
@@ -426,9 +495,8 @@ static void vhost_blk_bio_end_io(struct bio *bio)
 	else if (bio->bi_status)
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
 
-	if (req->dirty) {
-		/* Releases the pages and the bio, deferring if needed. */
-		vhost_blk_bio_check_pages_dirty(bio);
+	if (req->dirty && !vhost_blk_bio_pages_dirty(bio)) {
+		vhost_blk_defer_dirty(bvq, bio);
 	} else {
 		bio_release_pages(bio, false);
 		bio_put(bio);
@@ -651,8 +719,9 @@ static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 		if (ret)
 			break;
 		if (req->type == VIRTIO_BLK_T_DISCARD) {
-			ret = __blkdev_issue_discard(bdev, sector, nr,
-						     GFP_KERNEL, &bio);
+			/* vhost_blk_check_ranges() made it one the device takes. */
+			__blkdev_issue_discard(bdev, sector, nr, GFP_KERNEL,
+					       &bio);
 			continue;
 		}
 		/* Never zero pages, should the device lose write-zeroes. */
@@ -707,6 +776,19 @@ static u64 vhost_blk_poll_window(struct vhost_blk_vq *bvq)
 }
 
 /*
+ * Whether @bdev takes REQ_POLLED bios: a blk-mq device with poll queues,
+ * as blk_mq_can_poll() says; blk_mq_submit_bio() fails a polled bio with
+ * BLK_STS_NOTSUPP on any other.
+ */
+static bool vhost_blk_bdev_can_poll(struct block_device *bdev)
+{
+	struct request_queue *q = bdev_get_queue(bdev);
+
+	return queue_is_mq(q) && (bdev_limits(bdev)->features & BLK_FEAT_POLL) &&
+	       READ_ONCE(q->tag_set->map[HCTX_TYPE_POLL].nr_queues);
+}
+
+/*
  * Whether a read or write of @bvq goes to @be with REQ_POLLED: the queue
  * asked for it, its ring is being busy-polled (its worker is there to
  * reap), and the backend is a device that takes polled bios.  A queue
@@ -750,6 +832,66 @@ static void vhost_blk_bio_set_polled(struct vhost_blk_req *req,
 	bvq->stats.polled_bios++;
 }
 
+/* Where in its page the next byte of @iter is. */
+static size_t vhost_blk_iter_page_offset(const struct iov_iter *iter)
+{
+	if (iov_iter_is_bvec(iter))
+		return offset_in_page(iter->bvec->bv_offset + iter->iov_offset);
+	return offset_in_page(iter_iov_addr(iter));
+}
+
+/*
+ * Add the pages of @iter to @bio, one bio_vec each, for as many whole
+ * logical blocks (@len_mask) as it holds, pinned as direct I/O pins them:
+ * a module cannot call bio_iov_iter_get_pages().  The buffers keep to the
+ * device's alignment, as vhost_blk_iter_aligned() found.  Never merged:
+ * a guest whose buffers share a page has it pinned once per buffer, and
+ * bio_release_pages() unpins each once.  On failure nothing stays pinned.
+ */
+static int vhost_blk_bio_add_pages(struct bio *bio, struct iov_iter *iter,
+				   unsigned int len_mask)
+{
+	struct page *batch[16], **pages;
+	size_t offset, len, max;
+	unsigned int n, i;
+	ssize_t size;
+	int ret;
+
+	if (iov_iter_extract_will_pin(iter))
+		bio_set_flag(bio, BIO_PAGE_PINNED);
+	while (iov_iter_count(iter) && bio->bi_vcnt < bio->bi_max_vecs) {
+		n = min_t(unsigned int, ARRAY_SIZE(batch),
+			  bio->bi_max_vecs - bio->bi_vcnt);
+		/* A bio must not end inside a block. */
+		max = round_down(n * PAGE_SIZE - vhost_blk_iter_page_offset(iter),
+				 len_mask + 1);
+		if (!max)
+			break;
+		pages = batch;
+		size = iov_iter_extract_pages(iter, &pages, max, n, 0, &offset);
+		if (size <= 0) {
+			ret = size ? size : -EFAULT;
+			goto fail;
+		}
+		ret = size & len_mask ? -EFAULT : 0;
+		for (i = 0; size; i++) {
+			len = min_t(size_t, PAGE_SIZE - offset, size);
+			__bio_add_page(bio, pages[i], len, offset);
+			size -= len;
+			offset = 0;
+		}
+		/* Cut short inside a block: the guest's memory went away. */
+		if (ret)
+			goto fail;
+	}
+	if (bio->bi_vcnt)
+		return 0;
+	ret = -EINVAL;
+fail:
+	bio_release_pages(bio, false);
+	return ret;
+}
+
 /*
  * A read or write on a block device: bios built straight on the pages
  * @iter describes, as block device direct I/O builds them
@@ -772,12 +914,12 @@ static void vhost_blk_submit_bio(struct vhost_blk_req *req,
 	int ret;
 
 	while (iov_iter_count(iter)) {
-		bio = bio_alloc(bdev, bio_iov_vecs_to_alloc(iter, BIO_MAX_VECS),
+		bio = bio_alloc(bdev, iov_iter_npages(iter, BIO_MAX_VECS),
 				opf, GFP_KERNEL);
 		bio->bi_iter.bi_sector = sector;
 		bio->bi_end_io = vhost_blk_bio_end_io;
 		bio->bi_private = req;
-		ret = bio_iov_iter_get_pages(bio, iter);
+		ret = vhost_blk_bio_add_pages(bio, iter, req->be->len_mask);
 		if (unlikely(ret)) {
 			bio_put(bio);
 			WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
@@ -822,7 +964,7 @@ static void vhost_blk_submit_kiocb(struct vhost_blk_req *req,
 	atomic_inc(&req->pending);
 	if (write) {
 		iocb->ki_flags |= IOCB_WRITE;
-		ret = vhost_blk_iocb_iter_write(file, iocb, iter);
+		ret = vfs_iocb_iter_write(file, iocb, iter);
 	} else {
 		ret = vfs_iocb_iter_read(file, iocb, iter);
 	}
@@ -883,6 +1025,31 @@ static bool vhost_blk_copy_bounce_out(struct vhost_blk_req *req)
 	return true;
 }
 
+/*
+ * Whether every buffer of @data starts on the backend's DMA alignment and
+ * spans whole logical blocks, so that its pages can go to the device as
+ * they are: bio_iov_iter_get_pages() refuses anything else.
+ */
+static bool vhost_blk_iter_aligned(const struct iov_iter *data,
+				   const struct vhost_blk_backend *be)
+{
+	const struct iovec *iov = iter_iov(data);
+	size_t skip = data->iov_offset, left = iov_iter_count(data), len;
+	unsigned long i;
+
+	if (left & be->len_mask)
+		return false;
+	for (i = 0; i < data->nr_segs && left; i++) {
+		len = min(iov[i].iov_len - skip, left);
+		if ((len & be->len_mask) ||
+		    ((unsigned long)iov[i].iov_base + skip) & be->addr_mask)
+			return false;
+		left -= len;
+		skip = 0;
+	}
+	return true;
+}
+
 /* Start the I/O of a validated request.  Returns 0 or -errno. */
 static int vhost_blk_submit(struct vhost_blk_req *req)
 {
@@ -913,7 +1080,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 		return 0;
 	}
 
-	if (!iov_iter_is_aligned(iter, be->addr_mask, be->len_mask)) {
+	if (!vhost_blk_iter_aligned(iter, be)) {
 		if (req->len > VHOST_BLK_BOUNCE_MAX)
 			return -EINVAL;
 		ret = vhost_blk_setup_bounce(req, write);
@@ -1020,7 +1187,7 @@ static bool vhost_blk_add_used(struct vhost_blk_vq *bvq,
 	struct vhost_virtqueue *vq = &bvq->vq;
 
 	lockdep_assert_held(&vq->mutex);
-	if (likely(!vhost_add_used_n(vq, heads, n)))
+	if (likely(!vhost_add_used_n(vq, heads, NULL, n)))
 		return true;
 	bvq->stats.used_errors += n;
 	vq_err(vq, "vhost-blk: cannot return %u requests to the used ring\n",
@@ -1099,7 +1266,7 @@ static void vhost_blk_signal(struct vhost_blk_vq *bvq)
 
 	sent = vhost_blk_need_notify(vq);
 	if (sent) {
-		vhost_blk_eventfd_signal(vq->call_ctx.ctx);
+		eventfd_signal(vq->call_ctx.ctx);
 		bvq->stats.notifies++;
 	} else {
 		bvq->stats.notifies_suppressed++;
@@ -1287,7 +1454,7 @@ static bool vhost_blk_bounce_must_wait(struct vhost_blk_vq *bvq,
 	if (len > VHOST_BLK_BOUNCE_MAX ||
 	    bvq->bounce_bytes + PAGE_ALIGN(len) <= VHOST_BLK_BOUNCE_BUDGET)
 		return false;
-	return !iov_iter_is_aligned(data, be->addr_mask, be->len_mask);
+	return !vhost_blk_iter_aligned(data, be);
 }
 
 /*
@@ -1570,6 +1737,7 @@ static void vhost_blk_done_work(struct vhost_work *work)
 	u8 status;
 
 	mutex_lock(&vq->mutex);
+	vhost_blk_redirty(bvq);
 	vhost_blk_retry(bvq);
 	list = llist_reverse_order(llist_del_all(&bvq->done_list));
 	llist_for_each_entry_safe(req, tmp, list, node) {
@@ -1737,7 +1905,7 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	struct vhost_blk *blk = vhost_blk_from_vq(vq);
 	enum vhost_blk_poll_outcome poll;
 	struct vhost_blk_backend *be;
-	unsigned int out, in, log_num = 0;
+	unsigned int out, in, ndesc, log_num = 0;
 	struct vhost_log *vq_log;
 	struct blk_plug plug;
 	size_t bytes = 0;
@@ -1768,8 +1936,8 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 		 vq->log : NULL;
 	blk_start_plug(&plug);
 	do {
-		head = vhost_get_vq_desc(vq, vq->iov, ARRAY_SIZE(vq->iov),
-					 &out, &in, vq_log, &log_num);
+		head = vhost_get_vq_desc_n(vq, vq->iov, ARRAY_SIZE(vq->iov),
+					   &out, &in, vq_log, &log_num, &ndesc);
 		bvq->log_num = vq_log ? log_num : 0;
 		/* The vhost core already reported a malformed chain. */
 		if (unlikely(head < 0))
@@ -1812,7 +1980,7 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 			 * stay off, and done_work requeues us when it has
 			 * freed some.
 			 */
-			vhost_discard_vq_desc(vq, 1);
+			vhost_discard_vq_desc(vq, 1, ndesc);
 			bvq->bounce_wait = true;
 			bvq->stats.bounce_waits++;
 			break;
@@ -1994,6 +2162,7 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	for (i = 0; i < blk->dev.nvqs; i++) {
 		vq = &blk->vqs[i].vq;
 		mutex_lock(&vq->mutex);
+		vhost_blk_redirty(&blk->vqs[i]);
 		list = llist_del_all(&blk->vqs[i].done_list);
 		llist_for_each_entry_safe(req, tmp, list, node)
 			vhost_blk_req_free(req);
@@ -2474,6 +2643,8 @@ static int vhost_blk_init_vqs(struct vhost_blk *blk, unsigned int nvqs)
 		vhost_work_init(&blk->vqs[i].done_work, vhost_blk_done_work);
 		INIT_LIST_HEAD(&blk->vqs[i].polled);
 		init_llist_head(&blk->vqs[i].retry_list);
+		spin_lock_init(&blk->vqs[i].dirty_lock);
+		bio_list_init(&blk->vqs[i].dirty_bios);
 		vhost_work_init(&blk->vqs[i].reap_work, vhost_blk_reap_work);
 		INIT_LIST_HEAD(&blk->vqs[i].free_reqs);
 	}
@@ -2591,14 +2762,16 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		return vhost_blk_set_mem_table(blk, argp);
 	case VHOST_RESET_OWNER:
 		return vhost_blk_reset_owner(blk);
+	case VHOST_NEW_WORKER:
+	case VHOST_FREE_WORKER:
+	case VHOST_ATTACH_VRING_WORKER:
+	case VHOST_GET_VRING_WORKER:
+		mutex_lock(&blk->dev.mutex);
+		ret = vhost_worker_ioctl(&blk->dev, ioctl, argp);
+		mutex_unlock(&blk->dev.mutex);
+		return ret;
 	default:
 		mutex_lock(&blk->dev.mutex);
-		/* Per-queue workers, where the kernel has them. */
-		ret = vhost_blk_worker_ioctl(&blk->dev, ioctl, argp);
-		if (ret != -ENOIOCTLCMD) {
-			mutex_unlock(&blk->dev.mutex);
-			return ret;
-		}
 		ret = vhost_dev_ioctl(&blk->dev, ioctl, argp);
 		if (ret == -ENOIOCTLCMD)
 			ret = vhost_vring_ioctl(&blk->dev, ioctl, argp);
@@ -2642,7 +2815,6 @@ module_init(vhost_blk_init);
 static void __exit vhost_blk_exit(void)
 {
 	misc_deregister(&vhost_blk_misc);
-	vhost_blk_compat_exit();
 	kmem_cache_destroy(vhost_blk_req_cache);
 }
 module_exit(vhost_blk_exit);

@@ -31,6 +31,9 @@ Options:
                      \$BUILD/module-debug/vhost_blk.ko (make module-debug);
                      6.1: Debian 12's default kernel, 6.1 LTS (KREL_61),
                      with \$BUILD/module-6.1/vhost_blk.ko (make module-6.1)
+                     7.3: Debian 13's Linux 7.3 (KREL_73, unpacked into
+                     KIMG_73 by scripts/mainline.sh), with
+                     \$BUILD/module-7.3/vhost_blk.ko (make module-7.3)
   --timeout SECONDS  kill the VM after this long (default 600; 2400 with
                      --kernel debug)
   --mem MIB          guest memory (default 2048; 3072 with --kernel debug)
@@ -137,11 +140,11 @@ done
 [ $# -gt 0 ] || die 2 "no command given (usage: ${0##*/} [OPTIONS] -- COMMAND [ARGS...])"
 
 case "$kind" in
-stock|6.1) timeout_s=${timeout_s:-600}; mem=${mem:-2048} ;;
+stock|6.1|7.3) timeout_s=${timeout_s:-600}; mem=${mem:-2048} ;;
 # KASAN, lockdep and kmemleak make the kernel several times slower under
 # TCG, and KASAN's shadow and quarantine take memory.
 debug)	timeout_s=${timeout_s:-2400}; mem=${mem:-3072} ;;
-*)	die 2 "--kernel: stock, debug or 6.1, not '$kind'" ;;
+*)	die 2 "--kernel: stock, debug, 6.1 or 7.3, not '$kind'" ;;
 esac
 
 # check_uint OPTION VALUE MIN
@@ -163,7 +166,7 @@ env_file=$BUILD/kernel.env
 [ -f "$env_file" ] || die 2 "$env_file not found: run 'make deps' first"
 BUILD=$(cd "$BUILD" && pwd)
 env_file=$BUILD/kernel.env
-KREL= KREL_61=
+KREL= KREL_61= KREL_73= KIMG_73=
 # shellcheck source=/dev/null
 . "$env_file"
 [ -n "$KREL" ] || die 2 "$env_file does not set KREL: run 'make deps'"
@@ -178,7 +181,19 @@ fi
 modprobe_root=()
 vm_moddir=
 default_ko=$repo/vhost_blk.ko
-if [ "$kind" != debug ]; then
+if [ "$kind" = 7.3 ]; then
+	# Debian 13's kernel, unpacked by scripts/mainline.sh outside /boot.
+	[ -n "$KREL_73" ] && [ -n "$KIMG_73" ] ||
+		die 2 "$env_file does not set KREL_73 and KIMG_73: run 'make deps'"
+	KREL=$KREL_73
+	kernel=$KIMG_73/vmlinuz
+	moddir=$KIMG_73/modules/lib/modules/$KREL
+	modprobe_root=(-d "$KIMG_73/modules")
+	vm_moddir=$moddir
+	default_ko=$BUILD/module-7.3/vhost_blk.ko
+	[ -r "$kernel" ] || die 2 "kernel image $kernel not found: run 'make deps'"
+	[ -f "$moddir/modules.dep" ] || die 2 "$moddir/modules.dep not found: run 'make deps'"
+elif [ "$kind" != debug ]; then
 	[ "$kind" = stock ] || default_ko=$BUILD/module-$kind/vhost_blk.ko
 	kernel=/boot/vmlinuz-$KREL
 	moddir=/lib/modules/$KREL
