@@ -19,9 +19,12 @@
  *   is one buffer, and nheads is NULL;
  * - __blkdev_issue_discard() without a result (blk.c checked the range
  *   before, in vhost_blk_check_ranges());
+ * - kzalloc_obj();
  * - bdev_limits() (6.13);
  *
  * on 6.1 alone:
+ * - vhost_dev.fork_owner (VHOST_SET_FORK_FROM_OWNER), true: there is no
+ *   choice of worker kind;
  * - vhost_vq_work_queue() and vhost_vq_has_work(): 6.1 has one worker per
  *   device, so they act on the device's worker;
  * - the per-queue worker ioctls (6.4): vhost_worker_ioctl() answers
@@ -82,6 +85,11 @@ static inline int vhost_get_vq_desc_n(struct vhost_virtqueue *vq,
 #define __blkdev_issue_discard(bdev, sector, nr_sects, gfp_mask, biop) \
 	((void)__blkdev_issue_discard(bdev, sector, nr_sects, gfp_mask, biop))
 
+/* The typed allocators (7.0): the one form blk.c uses. */
+#ifndef kzalloc_obj
+#define kzalloc_obj(P, gfp) ((typeof(P) *)kzalloc(sizeof(P), gfp))
+#endif
+
 #endif /* < 7.3 */
 
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0) && \
@@ -106,6 +114,14 @@ struct vhost_blk_backport_limits {
 			     &bdev_get_queue(bdev)->queue_flags) ?	\
 		    BLK_FEAT_POLL : 0,					\
 })
+
+/*
+ * VHOST_SET_FORK_FROM_OWNER (6.17, and Debian's 6.12) lets a VMM choose
+ * kthread workers; 6.1 has no such choice, and its sync task is the
+ * vhost_task below: dev.fork_owner reads as dev.use_worker, true for
+ * vhost-blk.
+ */
+#define fork_owner use_worker
 
 /* One worker per device on 6.1: every ring's work goes to it. */
 static inline bool vhost_vq_work_queue(struct vhost_virtqueue *vq,
@@ -141,7 +157,8 @@ static inline long vhost_worker_ioctl(struct vhost_dev *dev,
 				      unsigned int ioctl, void __user *argp)
 {
 	lockdep_assert_held(&dev->mutex);
-	return -ENOIOCTLCMD;
+	/* Only the owner learns that they do not exist, as in 6.1's vhost. */
+	return vhost_dev_check_owner(dev) ?: -ENOIOCTLCMD;
 }
 
 static inline struct block_device *file_bdev(struct file *file)

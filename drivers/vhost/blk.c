@@ -16,7 +16,7 @@
  *
  * Locking: vhost_blk.init_mutex (only until the queues exist), then
  * vhost_dev.mutex, then vhost_virtqueue.mutex (the vhost core's order).
- * vhost_blk.backend and vhost_blk.sync_task are under dev.mutex.
+ * vhost_blk.backend and the sync task's pointers are under dev.mutex.
  * Everything in a vhost_blk_vq (the backend pointer of
  * vhost_vq_get_backend(), the done_list consumer, the serial, the
  * counters, the bounce budget, the polling state and the requests kept
@@ -31,12 +31,15 @@
 #include <linux/bio.h>
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/cgroup.h>
 #include <linux/file.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <linux/fsnotify.h>
 #include <linux/ioprio.h>
+#include <linux/kthread.h>
 #include <linux/llist.h>
+#include <linux/memcontrol.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/nospec.h>
@@ -44,6 +47,7 @@
 #include <linux/pagemap.h>
 #include <linux/sizes.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/vhost_task.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
@@ -189,9 +193,14 @@ struct vhost_blk {
 	 * does: the owner's cgroup limits (io.max, memory) and CPU
 	 * accounting apply to it, and one guest's flushes wait behind no
 	 * other guest's.  Created by the owner's first SET_BACKEND, under
-	 * dev.mutex; sync_lock guards sync_list and sync_dead.
+	 * dev.mutex; sync_lock guards sync_list and sync_dead.  It follows
+	 * the vhost workers' model (VHOST_SET_FORK_FROM_OWNER): a vhost_task
+	 * of the owner, or with dev.fork_owner clear a kthread in the
+	 * owner's cgroups that charges the owner's memory cgroup.
 	 */
 	struct vhost_task *sync_task;
+	struct task_struct *sync_kthread;
+	struct mem_cgroup *sync_memcg;	/* the kthread's, a reference */
 	spinlock_t sync_lock;		/* sync_list, sync_dead */
 	struct list_head sync_list;
 	bool sync_dead;			/* killed with its owner */
@@ -631,7 +640,10 @@ static void vhost_blk_submit_sync(struct vhost_blk_req *req)
 	dead = blk->sync_dead;
 	if (!dead) {
 		list_add_tail(&req->sync_node, &blk->sync_list);
-		vhost_task_wake(blk->sync_task);
+		if (blk->sync_task)
+			vhost_task_wake(blk->sync_task);
+		else
+			wake_up_process(blk->sync_kthread);
 	}
 	spin_unlock(&blk->sync_lock);
 	if (unlikely(dead)) {
@@ -640,21 +652,72 @@ static void vhost_blk_submit_sync(struct vhost_blk_req *req)
 	}
 }
 
-/* Start the sync task, in the owner's context: it is one of its threads. */
+/*
+ * The sync task as a kthread, for a device whose vhost workers are
+ * kthreads (dev.fork_owner clear), as vhost_run_work_kthread_list() runs
+ * them.  The owner's exit closes the device, which stops it: it is never
+ * killed, so sync_dead stays false.
+ */
+static int vhost_blk_sync_kthread_fn(void *data)
+{
+	struct vhost_blk *blk = data;
+	struct mem_cgroup *old = set_active_memcg(blk->sync_memcg);
+
+	for (;;) {
+		/* Pairs with the wake-up in kthread_stop(). */
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (kthread_should_stop()) {
+			__set_current_state(TASK_RUNNING);
+			break;
+		}
+		if (!vhost_blk_sync_fn(blk))
+			schedule();
+		cond_resched();
+	}
+	set_active_memcg(old);
+	return 0;
+}
+
+static int vhost_blk_sync_kthread_start(struct vhost_blk *blk,
+					const char *name)
+{
+	struct task_struct *task;
+	int ret;
+
+	task = kthread_create(vhost_blk_sync_kthread_fn, blk, "%s", name);
+	if (IS_ERR(task))
+		return PTR_ERR(task);
+	ret = cgroup_attach_task_all(current, task);
+	if (ret) {
+		kthread_stop(task);
+		return ret;
+	}
+	blk->sync_memcg = get_mem_cgroup_from_mm(current->mm);
+	blk->sync_kthread = task;
+	wake_up_process(task);
+	return 0;
+}
+
+/*
+ * Start the sync task, in the owner's context: one of its threads, or a
+ * kthread in its cgroups, as its vhost workers are.
+ */
 static int vhost_blk_sync_start(struct vhost_blk *blk)
 {
 	char name[TASK_COMM_LEN];
 	struct vhost_task *vtsk;
 
 	lockdep_assert_held(&blk->dev.mutex);
-	if (blk->sync_task)
+	if (blk->sync_task || blk->sync_kthread)
 		return 0;
+	blk->sync_dead = false;
 	snprintf(name, sizeof(name), "vhost-blk-%d", current->pid);
+	if (!blk->dev.fork_owner)
+		return vhost_blk_sync_kthread_start(blk, name);
 	vtsk = vhost_task_create(vhost_blk_sync_fn, vhost_blk_sync_killed,
 				 blk, name);
 	if (IS_ERR(vtsk))
 		return PTR_ERR(vtsk);
-	blk->sync_dead = false;
 	blk->sync_task = vtsk;
 	vhost_task_start(vtsk);
 	return 0;
@@ -664,6 +727,12 @@ static int vhost_blk_sync_start(struct vhost_blk *blk)
 static void vhost_blk_sync_stop(struct vhost_blk *blk)
 {
 	lockdep_assert_held(&blk->dev.mutex);
+	if (blk->sync_kthread) {
+		kthread_stop(blk->sync_kthread);
+		mem_cgroup_put(blk->sync_memcg);
+		blk->sync_kthread = NULL;
+		blk->sync_memcg = NULL;
+	}
 	if (!blk->sync_task)
 		return;
 	vhost_task_stop(blk->sync_task);
@@ -1404,6 +1473,29 @@ static unsigned int vhost_blk_range_feature(u32 type)
 }
 
 /*
+ * Make the buffers of @iter, our copy @iov of the guest's, end where its
+ * data does: the status byte may share the last buffer, and the block
+ * layer checks a buffer's whole length against the device's alignment
+ * (iov_iter_extract_bvecs() does), not the part the I/O uses.
+ */
+static void vhost_blk_iter_trim(struct iov_iter *iter, struct iovec *base)
+{
+	size_t left = iter->iov_offset + iov_iter_count(iter);
+	unsigned long i, nr = iter->nr_segs;
+	/* The buffer iter is at: it may have advanced past the header. */
+	struct iovec *iov = base + (iter_iov(iter) - base);
+
+	for (i = 0; i < nr; i++) {
+		if (iov[i].iov_len >= left) {
+			iov[i].iov_len = left;
+			iter->nr_segs = i + 1;
+			return;
+		}
+		left -= iov[i].iov_len;
+	}
+}
+
+/*
  * Keep the request's data buffers, @data, for as long as its I/O runs:
  * vq->iov already describes the next chain by then.  A chain of up to
  * UIO_FASTIOV buffers goes into the request itself, so that the common
@@ -1417,13 +1509,18 @@ static int vhost_blk_req_set_iter(struct vhost_blk_req *req,
 
 	if (nr > ARRAY_SIZE(req->inline_iov)) {
 		req->iov = dup_iter(&req->iter, data, GFP_KERNEL_ACCOUNT);
-		return req->iov ? 0 : -ENOMEM;
+		if (!req->iov)
+			return -ENOMEM;
+		/* dup_iter() made the copy ours. */
+		vhost_blk_iter_trim(&req->iter, (struct iovec *)req->iov);
+		return 0;
 	}
 	memcpy(req->inline_iov, iter_iov(data), nr * sizeof(struct iovec));
 	/* The header may have been read from the first buffer: skip it. */
 	iov_iter_init(&req->iter, iov_iter_rw(data), req->inline_iov, nr,
 		      data->iov_offset + iov_iter_count(data));
 	iov_iter_advance(&req->iter, data->iov_offset);
+	vhost_blk_iter_trim(&req->iter, req->inline_iov);
 	return 0;
 }
 
@@ -2388,8 +2485,9 @@ static long vhost_blk_set_vring_poll(struct vhost_blk *blk,
 	if (copy_from_user(&poll, argp, sizeof(poll)))
 		return -EFAULT;
 	bvq = vhost_blk_get_bvq(blk, poll.index);
-	if (!bvq || (poll.flags & ~(VHOST_BLK_POLL_ADAPTIVE |
-				    VHOST_BLK_POLL_COMPLETIONS)))
+	if (!bvq || memchr_inv(poll.reserved, 0, sizeof(poll.reserved)) ||
+	    (poll.flags & ~(VHOST_BLK_POLL_ADAPTIVE |
+			    VHOST_BLK_POLL_COMPLETIONS)))
 		return -EINVAL;
 
 	mutex_lock(&blk->dev.mutex);
@@ -2691,7 +2789,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 {
 	struct vhost_blk *blk;
 
-	blk = kzalloc(sizeof(*blk), GFP_KERNEL_ACCOUNT);
+	blk = kzalloc_obj(*blk, GFP_KERNEL_ACCOUNT);
 	if (!blk)
 		return -ENOMEM;
 	mutex_init(&blk->init_mutex);
@@ -2743,6 +2841,9 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 	case VHOST_BLK_SET_BACKEND:
 		if (copy_from_user(&backend, argp, sizeof(backend)))
 			return -EFAULT;
+		/* One backend serves every queue. */
+		if (backend.index)
+			return -EINVAL;
 		return vhost_blk_set_backend(blk, backend.fd);
 	case VHOST_BLK_SET_SERIAL:
 		return vhost_blk_set_serial(blk, argp);

@@ -18,9 +18,11 @@
  * request in flight (their buffers were translated through the old
  * table), then installs the new table and restarts the queues.
  *
- * The ioctl numbers 0xFF and 0xFE on VHOST_VIRTIO are the ones used by the
- * earlier out-of-tree vhost-blk implementation and by the QEMU device posted
- * with it, so a VMM written against that ABI works unchanged.
+ * The ioctls below take VHOST_VIRTIO numbers 0x50 to 0x5f, a block that
+ * no other vhost device uses (vhost-net has 0x30, vhost-scsi 0x40,
+ * vhost-vsock 0x60, vhost-vdpa 0x70 on).  Earlier out-of-tree vhost-blk
+ * postings used 0xFF and 0xFE, counting down from the top: a VMM written
+ * to them needs the new numbers, as the ABI was never merged.
  */
 #ifndef _UAPI_LINUX_VHOST_BLK_H
 #define _UAPI_LINUX_VHOST_BLK_H
@@ -59,21 +61,21 @@
  * writes then get VIRTIO_BLK_S_IOERR.  A regular file must support
  * O_DIRECT.  @fd == -1 detaches the backend after every request already
  * taken from the rings has completed and its status has been written.
- * @index is ignored: one backend serves all queues.
+ * @index must be 0: one backend serves all queues.
  *
  * Errors: EBADF for a bad fd or one not open for reading, EINVAL for an
- * O_APPEND fd, EPERM for a writable fd on an append-only or immutable
- * file, ENOTBLK for neither a block device nor a regular file, EOPNOTSUPP
- * for a file without direct I/O, EFAULT.
+ * O_APPEND fd or @index not 0, EPERM for a writable fd on an append-only
+ * or immutable file, ENOTBLK for neither a block device nor a regular
+ * file, EOPNOTSUPP for a file without direct I/O, EFAULT.
  */
-#define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0xFF, struct vhost_vring_file)
+#define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0x50, struct vhost_vring_file)
 
 /*
  * VHOST_BLK_SET_SERIAL - set the string a VIRTIO_BLK_T_GET_ID request
  * returns.  Exactly VHOST_BLK_SERIAL_LEN bytes are read; a string shorter
  * than that is NUL-padded by the caller.  The default is all zeroes.
  */
-#define VHOST_BLK_SET_SERIAL	_IOW(VHOST_VIRTIO, 0xFE, char[VHOST_BLK_SERIAL_LEN])
+#define VHOST_BLK_SET_SERIAL	_IOW(VHOST_VIRTIO, 0x51, char[VHOST_BLK_SERIAL_LEN])
 
 /*
  * VHOST_BLK_GET_CONFIG - read @len bytes of the virtio-blk config space
@@ -102,7 +104,7 @@ struct vhost_blk_config {
 	__u8 buf[];
 };
 
-#define VHOST_BLK_GET_CONFIG	_IOWR(VHOST_VIRTIO, 0xFB, struct vhost_blk_config)
+#define VHOST_BLK_GET_CONFIG	_IOWR(VHOST_VIRTIO, 0x54, struct vhost_blk_config)
 
 /*
  * VHOST_BLK_SET_NUM_QUEUES - how many virtqueues this device has, from 1 to
@@ -111,7 +113,7 @@ struct vhost_blk_config {
  * state of every queue at VHOST_SET_OWNER.  Without it the device has
  * max_queues queues.  EINVAL for 0 or more than max_queues.
  */
-#define VHOST_BLK_SET_NUM_QUEUES	_IOW(VHOST_VIRTIO, 0xFA, __u32)
+#define VHOST_BLK_SET_NUM_QUEUES	_IOW(VHOST_VIRTIO, 0x55, __u32)
 
 /*
  * Per-queue counters.  Each counts since the device was opened (or since
@@ -182,7 +184,7 @@ struct vhost_blk_vring_stats {
  * range, an unknown flag, @reserved not 0 or @argsz under 16.  The
  * argument's size is not in the number: it grows.
  */
-#define VHOST_BLK_GET_VRING_STATS	_IO(VHOST_VIRTIO, 0xFD)
+#define VHOST_BLK_GET_VRING_STATS	_IO(VHOST_VIRTIO, 0x52)
 
 /*
  * Busy polling.  VHOST_SET_VRING_BUSYLOOP_TIMEOUT (vhost core, in
@@ -210,6 +212,7 @@ struct vhost_blk_vring_poll {
 	__u32 flags;			/* VHOST_BLK_POLL_* */
 	__u32 grow;			/* 0: default 2 */
 	__u32 shrink;			/* 0: reset the window to 0 */
+	__u32 reserved[2];		/* 0 */
 };
 
 #define VHOST_BLK_POLL_ADAPTIVE		(1U << 0)
@@ -217,9 +220,9 @@ struct vhost_blk_vring_poll {
 
 /*
  * VHOST_BLK_SET_VRING_POLL - set the polling mode of queue @index.  EINVAL
- * for a queue out of range or an unknown flag.
+ * for a queue out of range, an unknown flag or @reserved not 0.
  */
 #define VHOST_BLK_SET_VRING_POLL \
-	_IOW(VHOST_VIRTIO, 0xFC, struct vhost_blk_vring_poll)
+	_IOW(VHOST_VIRTIO, 0x53, struct vhost_blk_vring_poll)
 
 #endif /* _UAPI_LINUX_VHOST_BLK_H */

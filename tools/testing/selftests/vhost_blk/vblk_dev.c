@@ -26,6 +26,12 @@ int vblk_ioctl(int fd, unsigned long req, void *arg, const char *name)
 
 int vblk_open_fd(void)
 {
+	return vblk_open_fd_workers(false);
+}
+
+int vblk_open_fd_workers(bool kthread_workers)
+{
+	uint8_t fork_owner = VHOST_FORK_OWNER_KTHREAD;
 	int fd, err;
 
 	fd = open(VBLK_DEV_PATH, O_RDWR | O_CLOEXEC);
@@ -33,6 +39,21 @@ int vblk_open_fd(void)
 		err = errno;
 		guest_log("vhost-blk: open %s: %s", VBLK_DEV_PATH,
 			  strerror(err));
+		return -err;
+	}
+	if (kthread_workers &&
+	    ioctl(fd, VHOST_SET_FORK_FROM_OWNER, &fork_owner)) {
+		err = errno;
+		/*
+		 * A kernel without the choice takes it for an unknown ioctl
+		 * of a device that has no owner yet: EPERM, or ENOTTY.
+		 */
+		if (err == EPERM)
+			err = ENOTTY;
+		if (err != ENOTTY)
+			guest_log("vhost-blk: VHOST_SET_FORK_FROM_OWNER: %s",
+				  strerror(err));
+		close(fd);
 		return -err;
 	}
 	err = VBLK_IOCTL(fd, VHOST_SET_OWNER, NULL);
@@ -197,7 +218,7 @@ int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,
 		return -EINVAL;
 	}
 
-	dev->fd = vblk_open_fd();
+	dev->fd = vblk_open_fd_workers(cfg->kthread_workers);
 	if (dev->fd < 0)
 		return dev->fd;
 

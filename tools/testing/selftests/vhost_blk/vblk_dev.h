@@ -18,6 +18,17 @@
 #include "guest_mem.h"
 #include "vq.h"
 
+/*
+ * The VMM's choice of vhost worker kind, in the uapi of newer kernels
+ * (7.3 has it) than the headers the tests may build against.
+ */
+#ifndef VHOST_SET_FORK_FROM_OWNER
+#define VHOST_FORK_OWNER_KTHREAD	0
+#define VHOST_FORK_OWNER_TASK		1
+#define VHOST_SET_FORK_FROM_OWNER	_IOW(VHOST_VIRTIO, 0x84, __u8)
+#define VHOST_GET_FORK_FROM_OWNER	_IOR(VHOST_VIRTIO, 0x85, __u8)
+#endif
+
 #define VBLK_DEV_PATH		"/dev/vhost-blk"
 /* The module's max_queues parameter is at most 256 (default 64). */
 #define VBLK_MAX_VQS		256
@@ -54,6 +65,12 @@ struct vblk_config {
 	uint16_t base;			/* initial ring index of every vq */
 	const char *serial;		/* NULL: leave the default */
 	int backend_fd;			/* < 0: no backend */
+	/*
+	 * VHOST_SET_FORK_FROM_OWNER(VHOST_FORK_OWNER_KTHREAD) before
+	 * SET_OWNER: kthread workers; -ENOTTY where the kernel has no such
+	 * choice (it answers EPERM or ENOTTY).
+	 */
+	bool kthread_workers;
 };
 
 struct vblk_dev {
@@ -76,6 +93,8 @@ int vblk_ioctl(int fd, unsigned long req, void *arg, const char *name);
 
 /* Building blocks, for tests that need the steps one by one. */
 int vblk_open_fd(void);				/* open + SET_OWNER */
+/* The same, with kthread workers (VHOST_SET_FORK_FROM_OWNER) if asked. */
+int vblk_open_fd_workers(bool kthread_workers);
 int vblk_get_features(int fd, uint64_t *features);
 int vblk_set_features(int fd, uint64_t features);
 int vblk_set_mem_table(int fd, const struct guest_mem *gm);

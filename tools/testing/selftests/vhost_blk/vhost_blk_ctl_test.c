@@ -394,12 +394,22 @@ TEST_F(vhost_blk_ctl, detach_without_backend_is_ok)
 	close(fd);
 }
 
-TEST_F(vhost_blk_ctl, set_backend_index_is_ignored)
+/* One backend serves every queue: an index other than 0 is refused. */
+TEST_F(vhost_blk_ctl, set_backend_index_other_than_0_is_einval)
 {
+	static const unsigned int bad[] = { 1, 1000, 0xffffffffU };
 	struct env *e = &self->e;
-	struct vhost_vring_file file = { .index = 1000, .fd = e->backend_fd };
+	struct vhost_vring_file file = { .fd = e->backend_fd };
+	unsigned int i;
 
 	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, -1));
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		file.index = bad[i];
+		EXPECT_EQ(-1, ioctl(e->dev.fd, VHOST_BLK_SET_BACKEND, &file))
+			TH_LOG("index %u accepted", bad[i]);
+		EXPECT_EQ(EINVAL, errno);
+	}
+	file.index = 0;
 	ASSERT_EQ(0, VBLK_IOCTL(e->dev.fd, VHOST_BLK_SET_BACKEND, &file));
 	rw_verify(_metadata, e, &e->dev.vq[0], 40, 4096, NULL, NULL);
 }

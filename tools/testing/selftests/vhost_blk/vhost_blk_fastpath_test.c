@@ -444,6 +444,13 @@ TEST_F(fastpath, set_vring_poll_rejects_bad_queue_and_flags)
 	p.flags = 0x80;
 	ASSERT_EQ(-1, ioctl(self->e.dev.fd, VHOST_BLK_SET_VRING_POLL, &p));
 	ASSERT_EQ(EINVAL, errno);
+	/* Reserved for what may come: must be 0 today. */
+	p.flags = 0;
+	p.reserved[1] = 1;
+	ASSERT_EQ(-1, ioctl(self->e.dev.fd, VHOST_BLK_SET_VRING_POLL, &p));
+	ASSERT_EQ(EINVAL, errno);
+	p.reserved[1] = 0;
+	ASSERT_EQ(0, ioctl(self->e.dev.fd, VHOST_BLK_SET_VRING_POLL, &p));
 	ASSERT_EQ(-1, ioctl(self->e.dev.fd, VHOST_BLK_GET_VRING_STATS, &st));
 	ASSERT_EQ(EINVAL, errno);
 }

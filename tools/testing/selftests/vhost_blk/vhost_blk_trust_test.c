@@ -735,6 +735,68 @@ TEST_F(vhost_blk_trust, worker_and_sync_task_are_in_the_vmm_cgroup)
 }
 
 /*
+ * A VMM that asks for kthread workers (VHOST_SET_FORK_FROM_OWNER) gets
+ * the sync task as a kthread too: neither is a thread of the VMM, both
+ * are in its cgroup, and the device serves reads, writes and flushes.
+ */
+TEST_F(vhost_blk_trust, kthread_workers_and_sync_task_are_in_the_vmm_cgroup)
+{
+	struct env *e = &self->e;
+	struct vblk_config cfg = {
+		.nvqs = 1,
+		.features = e->features,
+		.serial = TEST_SERIAL,
+		.backend_fd = e->backend_fd,
+		.kthread_workers = true,
+	};
+	char ours[PATH_MAX], comm[2][32];
+	int i, err, threads, found, inside;
+	uint8_t mode = 0xff;
+
+	vblk_close(&e->dev);
+	host_cgroup_enter(_metadata, &self->cg);
+	err = vblk_open(&e->dev, &e->gm, &cfg);
+	if (err == -ENOTTY) {
+		/* Only a kernel that does not know the ioctls at all. */
+		int fd = vblk_open_fd();
+
+		ASSERT_LE(0, fd);
+		EXPECT_NE(0, ioctl(fd, VHOST_GET_FORK_FROM_OWNER, &mode));
+		EXPECT_EQ(ENOTTY, errno);
+		close(fd);
+		SKIP(return, "no VHOST_SET_FORK_FROM_OWNER in this kernel: its workers are always vhost_tasks");
+	}
+	ASSERT_EQ(0, err);
+	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_GET_FORK_FROM_OWNER, &mode))
+		TH_LOG("VHOST_GET_FORK_FROM_OWNER: %s", strerror(errno));
+	EXPECT_EQ(VHOST_FORK_OWNER_KTHREAD, mode);
+	ASSERT_EQ(0, read_line("/proc/self/cgroup", ours, sizeof(ours)));
+
+	rw_verify(_metadata, e, &e->dev.vq[0], 2048, 16 * KiB, NULL, NULL);
+	expect_result(_metadata,
+		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_FLUSH, 0,
+			   NULL, 0, NULL),
+		      VIRTIO_BLK_S_OK, 1, "FLUSH");
+	snprintf(comm[0], sizeof(comm[0]), "vhost-%d", getpid());
+	snprintf(comm[1], sizeof(comm[1]), "vhost-blk-%d", getpid());
+	for (i = 0; i < 2; i++) {
+		threads = 0;
+		inside = 0;
+		tasks_in_cgroup("/proc/self/task", comm[i], ours, &threads,
+				&inside);
+		EXPECT_EQ(0, threads) TH_LOG("%s is a thread of the VMM",
+					     comm[i]);
+		found = 0;
+		inside = 0;
+		tasks_in_cgroup("/proc", comm[i], ours, &found, &inside);
+		EXPECT_EQ(1, found) TH_LOG("kthreads named %s", comm[i]);
+		EXPECT_EQ(found, inside)
+			TH_LOG("%s: %d of %d in %s", comm[i], inside, found,
+			       ours);
+	}
+}
+
+/*
  * Flushes and ranges on a file run synchronously, beside the worker:
  * on behalf of the VMM too.  On tmpfs a WRITE_ZEROES allocates the
  * range's pages, which the memory controller charges to whoever runs it.
