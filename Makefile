@@ -6,12 +6,16 @@
 #   make deps       install packages and unpack kernel sources (idempotent)
 #   make module     vhost_blk.ko only
 #   make tools      userspace only
-#   make debug-kernel  the KASAN + lockdep test kernel (cached, built once)
+#   make debug-kernel  the 7.3 KASAN + lockdep test kernel (cached, built once)
 #   make module-debug  vhost_blk.ko for it, in build/module-debug
 #   make module-6.1 vhost_blk.ko for Debian's 6.1 LTS kernel, in
 #                   build/module-6.1
-#   make check      build, boot the test VM (6.12: stock and debug kernel;
-#                   6.1), run every selftest
+#   make module-7.3 vhost_blk.ko for Linux 7.3 (Debian 13's), built in the
+#                   Debian 13 build root, in build/module-7.3
+#   make check      build, boot the test VMs (7.3, 6.12 and 6.1 stock; the
+#                   7.3 debug kernel), run every selftest; the series check
+#   make patches    the patch series against linux-source-7.3, in
+#                   build/patches/series (patches-check: and check it)
 #   make fuzz-debug the hostile-guest suite with 10^6 fuzzer requests per
 #                   backend on the debug kernel (hours)
 #   make fuzz-bridge the bridge's libFuzzer target, 10^7 inputs (about an
@@ -51,7 +55,7 @@ KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 BACKPORT_SRCS := backport/backport.h backport/include/linux/sched/vhost_task.h
 
 .PHONY: all deps module tools check bench demo demo-migrate checkpatch intree clean \
-	debug-kernel module-debug module-6.1 module-7.3 fuzz-debug fuzz-bridge coverage deb \
+	debug-kernel module-debug module-6.1 module-7.3 fuzz-debug patches patches-check fuzz-bridge coverage deb \
 	package-test
 
 all: module module-7.3 tools
@@ -151,9 +155,18 @@ demo-migrate: all
 # Errors fail the target.  Trace headers get the usual CHECKs on the
 # TRACE_EVENT() layout, which every kernel trace header shares.
 checkpatch: $(BUILD)/kernel.env
-	@perl $(KSRC)/scripts/checkpatch.pl --strict --no-tree --terse \
+	@perl $(KSRC_73)/scripts/checkpatch.pl --strict --no-tree --terse \
 		--ignore FILE_PATH_CHANGES -f $(KERNEL_SRCS) | tee $(BUILD)/checkpatch.log
 	@! grep -q ': ERROR:' $(BUILD)/checkpatch.log
+
+# The series (scripts/patches.sh): build/patches/series, a git
+# format-patch series with a cover letter against linux-source-7.3;
+# patches-check also applies it and builds and checkpatches every patch.
+patches: $(BUILD)/kernel.env
+	bash scripts/patches.sh
+
+patches-check: $(BUILD)/kernel.env
+	bash scripts/patches.sh --check
 
 # Our files applied to linux-source-7.3 in $(BUILD)/intree: drivers/vhost/
 # built with O= and in the tree, the kselftests run the kernel's way in the

@@ -20,8 +20,9 @@
 # suite (hostile.tap) and, on the stock kernel, the NVMe/TCP path failure
 # (nvmetcp.pathfail.tap), the benchmark smoke run and the perf check.
 #
-# On Debian's 6.1 kernel (--pass 6.1) every TAP file's name starts with
-# "6.1.", and there is no bench or perf run.
+# On Debian's 6.1 kernel (--pass 6.1) and on Debian 13's Linux 7.3
+# (--pass 7.3) every TAP file's name starts with "6.1." or "7.3.", there
+# is no bench or perf run, and the module must unload at the end.
 #
 # On the debug kernel (--pass debug) every TAP file's name starts with
 # "debug.", and there is no bench or perf run.  Instead kmemleak forgets
@@ -30,7 +31,7 @@
 # be on at the end (debug.lockdep.tap), because any lockdep report or a
 # taint turns it off, and every lockdep_assert_held() with it.
 #
-# Usage: in_vm.sh [--pass stock|debug|6.1] [--fuzz-requests N] [--hostile-only]
+# Usage: in_vm.sh [--pass stock|debug|6.1|7.3] [--fuzz-requests N] [--hostile-only]
 #                 BINDIR
 
 set -u
@@ -49,14 +50,15 @@ BINDIR against brd, null_blk and a file on ext4, then the hostile-guest
 suite; TAP files in \$VHOST_BLK_VM_OUT.
 
 Options:
-  --pass stock|debug|6.1
+  --pass stock|debug|6.1|7.3
                        stock (default): then the bench smoke run and the
                        perf check.  debug: TAP files named debug.*, no
                        bench or perf; kmemleak cleared before the tests,
                        scanned after them and after unloading vhost_blk;
                        lockdep must still be on at the end.  6.1 (on
-                       Debian's 6.1 LTS kernel): TAP files named 6.1.*,
-                       no bench or perf
+                       Debian's 6.1 LTS kernel) and 7.3 (Debian 13's
+                       Linux 7.3): TAP files named 6.1.* or 7.3.*, no
+                       bench or perf, rmmod at the end
   --fuzz-requests N    fuzzer requests per backend (hostile.sh --requests;
                        default: hostile.sh's)
   --hostile-only       only the hostile-guest suite, no selftest programs
@@ -87,8 +89,8 @@ done
 case "$pass" in
 stock)	prefix= ;;
 debug)	prefix=debug. ;;
-6.1)	prefix=6.1. ;;
-*)	bad_usage "--pass: stock, debug or 6.1, not '$pass'" ;;
+6.1|7.3) prefix=$pass. ;;
+*)	bad_usage "--pass: stock, debug, 6.1 or 7.3, not '$pass'" ;;
 esac
 if [ -n "$fuzz_requests" ] && ! [[ $fuzz_requests =~ ^[0-9]+$ ]]; then
 	bad_usage "--fuzz-requests: '$fuzz_requests' is not a number"
@@ -102,7 +104,8 @@ programs=(vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test
 here=$(cd "$(dirname "$0")" && pwd)
 backends=(brd nullb ext4 nvmetcp)
 # The debug kernel is built without an IP stack (vm/debug-kernel.config);
-# Debian's 6.1 has NVMe/TCP, but its pass keeps to the local disks.
+# Debian's 6.1 and 7.3 have NVMe/TCP, but their passes keep to the local
+# disks.
 [ "$pass" = stock ] || backends=(brd nullb ext4)
 
 note() { printf 'in_vm: %s\n' "$*"; }
@@ -325,10 +328,9 @@ if [ "$pass" = stock ]; then
 	exit 0
 fi
 
-# 6.1: the module unloads after the tests (blk_compat.h's deferred work
-# flushed).
-if [ "$pass" = 6.1 ]; then
-	tap=$out/6.1.unload.tap
+# 6.1 and 7.3: the module unloads after the tests.
+if [ "$pass" = 6.1 ] || [ "$pass" = 7.3 ]; then
+	tap=$out/${prefix}unload.tap
 	printf 'TAP version 13\n1..1\n' >"$tap"
 	if msg=$(rmmod vhost_blk 2>&1); then
 		echo "ok 1 - rmmod vhost_blk" >>"$tap"

@@ -5,18 +5,21 @@
 # picker's and the bridge's host-side unit tests; one test VM
 # (vm/run-vm.sh) on Debian's stock kernel running in_vm.sh (every selftest
 # program against every backend, the hostile suite, the bench smoke run,
-# perf); one on Debian 12's default kernel, 6.1 LTS, running in_vm.sh
-# --pass 6.1 (the selftests, the hostile suite and the fuzzer, with the
-# module built for 6.1); one on the debug kernel (KASAN, lockdep, UBSAN,
+# perf); one on Debian 12's default kernel, 6.1 LTS, and one on Debian
+# 13's Linux 7.3, running in_vm.sh --pass 6.1 and --pass 7.3 (the
+# selftests, the hostile suite and the fuzzer, with the module built for
+# that kernel); one on the debug kernel (7.3 with KASAN, lockdep, UBSAN,
 # DEBUG_OBJECTS, kmemleak) running in_vm.sh --pass debug (the selftests,
 # the hostile suite with fewer fuzzer requests, kmemleak and lockdep
-# checks); then the Debian packages (make deb) installed, used and purged
-# in VMs of their own, on 6.12 and on 6.1 (package_test.sh), the bridge's
-# end-to-end test in a VM of its own, and the in-tree build with its
-# kselftest run (scripts/intree.sh).  Counts the TAP results they left in
-# $BUILD/vm-out/selftests (the 6.1 VM's in its 6.1/ subdirectory, named
-# 6.1.*; the debug VM's in debug/, named debug.*; the packages' in
-# package/ and package-6.1/) with tap_count.sh, which prints why anything
+# checks); then the patch series check (scripts/patches.sh --check).
+# Beside them, on the other core: the Debian packages (make deb)
+# installed, used and purged in VMs of their own, on 6.12 and on 6.1
+# (package_test.sh), then the bridge's end-to-end test in a VM of its own.
+# Last the in-tree build in a 7.3 tree with its kselftest run
+# (scripts/intree.sh).  Counts the TAP results they left in
+# $BUILD/vm-out/selftests (the 6.1 and 7.3 VMs' in 6.1/ and 7.3/, named
+# 6.1.* and 7.3.*; the debug VM's in debug/, named debug.*; the packages'
+# in package/ and package-6.1/) with tap_count.sh, which prints why anything
 # failed, every skip with its reason, and last "N passed, N failed"
 # (", N skipped" when some were).  Each VM is a result of its own,
 # "not ok" when it timed out, crashed or its kernel log shows a report
@@ -287,21 +290,25 @@ else
 	note "coverage: the bridge's coverage build failed (see $out/host.bridge-coverage.log)"
 fi
 
-pkg_pid=
 # The Debian packages (make deb) in VMs of their own, first on the stock
 # kernel, then on 6.1, with no module loaded by the runner: apt-get
 # installs them (DKMS builds vhost_blk.ko there), package_test.sh uses and
 # purges them.  package/package.tap and package-6.1/package-6.1.tap have
 # their results, NAME.vm.tap the VMs'.  Most of their 4 to 6 min each is
-# the DKMS build and depmod under TCG, on one vCPU thread: they run one
-# after the other beside the stock, 6.1 and debug VMs, each of which also
-# keeps one host CPU busy, and are waited for after them.
+# the DKMS build and depmod under TCG, on one vCPU thread.
+#
+# Then the bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge,
+# in a VM of its own that boots nested guests (15 to 20 min here); e2e.tap
+# says what ran, a 'not ok' line if nothing did.
+#
+# All of that runs in the background, one VM after the other, beside the
+# stock, 6.1, 7.3 and debug VMs (each keeps one host CPU busy), and is
+# waited for after them.
 pkg_out=$out/package
 pkg61_out=$out/package-6.1
 debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
-if [ "${#debs[@]}" -ge 2 ]; then
-	note "Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log)"
-	{
+background() {
+	if [ "${#debs[@]}" -ge 2 ]; then
 		run_vm package "$pkg_out" "$timeout" --no-module -- \
 			bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
 			"$BUILD/deb" "$bindir"
@@ -309,56 +316,65 @@ if [ "${#debs[@]}" -ge 2 ]; then
 			--kernel 6.1 -- \
 			bash "$here/package_test.sh" \
 			--tap "$pkg61_out/package-6.1.tap" "$BUILD/deb" "$bindir"
-	} &
-	pkg_pid=$!
+	fi
+	bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
+		--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" >"$out/e2e.log" 2>&1
+	[ -s "$out/e2e.tap" ] ||
+		printf 'TAP version 13\n1..1\nnot ok 1 bridge-e2e-ran\n' >"$out/e2e.tap"
+}
+if [ "${#debs[@]}" -ge 2 ]; then
+	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then the bridge end-to-end test (log: $out/e2e.log)"
 else
 	note "no .debs in $BUILD/deb: run 'make deb'"
 	mkdir -p "$pkg_out"
 	printf 'TAP version 13\n1..1\nnot ok 1 - packages: no vhost-blk-dkms and vhost-blk-tools .debs in %s (make deb)\n' \
 		"$BUILD/deb" >"$pkg_out/package.tap"
+	note "in the background: the bridge end-to-end test (log: $out/e2e.log)"
 fi
+background &
+bg_pid=$!
 
 note "selftests on the stock kernel (log: $out/console.log)"
 run_vm stock "$out" "$timeout" -- bash "$here/in_vm.sh" "$bindir"
 
-# Debian 12's default kernel, 6.1 LTS: the module built for it (make
-# module-6.1, drivers/vhost/blk_compat.h), every selftest program, the
-# hostile suite and the fuzzer, then rmmod.  About 3 min.
-ko_61=$BUILD/module-6.1/vhost_blk.ko
-if [ -f "$ko_61" ]; then
-	note "selftests on the 6.1 kernel (log: $out/6.1/console.log)"
-	run_vm 6.1 "$out/6.1" "$timeout" --kernel 6.1 -- \
-		bash "$here/in_vm.sh" --pass 6.1 "$bindir"
-else
-	note "no $ko_61: run 'make module-6.1'"
-	mkdir -p "$out/6.1"
-	printf 'TAP version 13\n1..1\nnot ok 1 - 6.1 VM: no %s (make module-6.1)\n' \
-		"$ko_61" >"$out/6.1/6.1.vm.tap"
-fi
+# Debian 12's default kernel, 6.1 LTS (make module-6.1, with the backport
+# layer), and Linux 7.3, the kernel blk.c is written to (make module-7.3,
+# built in the Debian 13 root): every selftest program on brd, null_blk
+# and ext4, the hostile suite and the fuzzer, then rmmod.  About 5 min
+# each.
+for kv in 6.1 7.3; do
+	ko=$BUILD/module-$kv/vhost_blk.ko
+	if [ -f "$ko" ]; then
+		note "selftests on the $kv kernel (log: $out/$kv/console.log)"
+		run_vm "$kv" "$out/$kv" "$timeout" --kernel "$kv" -- \
+			bash "$here/in_vm.sh" --pass "$kv" "$bindir"
+	else
+		note "no $ko: run 'make module-$kv'"
+		mkdir -p "$out/$kv"
+		printf 'TAP version 13\n1..1\nnot ok 1 - %s VM: no %s (make module-%s)\n' \
+			"$kv" "$ko" "$kv" >"$out/$kv/$kv.vm.tap"
+	fi
+done
 
 note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
 run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
 
-if [ -n "$pkg_pid" ]; then
-	wait "$pkg_pid"
-	for tap in "$pkg_out/package.tap" "$pkg61_out/package-6.1.tap"; do
-		note "Debian packages ($tap): $(grep -c '^ok' "$tap" 2>/dev/null) ok, $(grep -c '^not ok' "$tap" 2>/dev/null) not ok"
-	done
+# The patch series against pristine linux-source-7.3 (make patches): it
+# applies with git am, and every patch builds drivers/vhost/ with W=1 C=1
+# and passes checkpatch --strict and kernel-doc.  About 5 min, most of it
+# unpacking and committing the tree.
+note "patch series check (log: $out/patches.log)"
+if ! bash "$repo/scripts/patches.sh" --check --tap "$out/patches.tap" \
+	>"$out/patches.log" 2>&1 && [ ! -s "$out/patches.tap" ]; then
+	printf 'TAP version 13\n1..1\nnot ok 1 patches - scripts/patches.sh failed; log: %s\n' \
+		"$out/patches.log" >"$out/patches.tap"
 fi
 
-# The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, boots
-# a VM of its own; e2e.tap says what ran, a 'not ok' line if nothing did.
-note "bridge end-to-end test (about 7 min; log: $out/e2e.log)"
-bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
-	--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" >"$out/e2e.log" 2>&1
-[ -s "$out/e2e.tap" ] ||
-	printf 'TAP version 13\n1..1\nnot ok 1 bridge-e2e-ran\n' >"$out/e2e.tap"
-
-# Our files in a 6.12 kernel tree: drivers/vhost/ built with and without
+# Our files in a 7.3 kernel tree: drivers/vhost/ built with and without
 # O=, the kselftests built there and run in a VM (scripts/intree.sh).  One
 # result; about 30 s once build/intree is unpacked and prepared, 1.5 min
 # the first time.
-note "in-tree build and kselftest run_tests (log: $out/intree.log)"
+note "in-tree build and kselftest run_tests on 7.3 (log: $out/intree.log)"
 if bash "$repo/scripts/intree.sh" >"$out/intree.log" 2>&1; then
 	printf 'TAP version 13\n1..1\nok 1 intree - %s\n' \
 		"$(tail -n 1 "$out/intree.log")" >"$out/intree.tap"
@@ -368,9 +384,15 @@ else
 		"${why:-scripts/intree.sh failed}" "$out/intree.log" >"$out/intree.tap"
 fi
 
+wait "$bg_pid"
+for tap in "$pkg_out/package.tap" "$pkg61_out/package-6.1.tap" "$out/e2e.tap"; do
+	note "$tap: $(grep -c '^ok' "$tap" 2>/dev/null) ok, $(grep -c '^not ok' "$tap" 2>/dev/null) not ok"
+done
+
 # Count every result; the last line is the count.  Skips are judged by
 # skips.allow: one that a pass is not expected to have on its kernel and
 # backends fails the run.
 count --allow-skips "$here/skips.allow" \
-	"$out"/*.tap "$out"/6.1/*.tap "$out"/debug/*.tap "$out"/package/*.tap \
+	"$out"/*.tap "$out"/6.1/*.tap "$out"/7.3/*.tap "$out"/debug/*.tap \
+	"$out"/package/*.tap \
 	"$out"/package-6.1/*.tap

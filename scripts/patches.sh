@@ -1,0 +1,317 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make patches: vhost-blk as the patch series that would be posted, a
+# 'git format-patch' series with a cover letter against pristine
+# linux-source-7.3, and its check: every patch applies with 'git am',
+# builds drivers/vhost/ with W=1 and sparse (C=1) with no warning in our
+# files, passes checkpatch --strict with 0 errors and 0 warnings and
+# kernel-doc -none on the C files it touches.  See --help.
+set -euo pipefail
+
+me=patches
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-$top/build}
+base=$BUILD/patches
+series_dir=$top/scripts/series
+
+usage() {
+	cat <<EOF
+Usage: ${0##*/} [--check] [--tap FILE] [-j N]
+
+Write the vhost-blk series into $base/series:
+
+  0000-cover-letter.patch   why, what, the numbers (scripts/series/cover.txt)
+  0001 uapi: include/uapi/linux/vhost_blk.h, a MAINTAINERS entry
+  0002 driver: drivers/vhost/blk.c, blk_trace.h, Kconfig, Makefile
+  0003 Documentation/virt/vhost-blk: the ABI and the data path
+  0004 selftests: tools/testing/selftests/vhost_blk
+
+against a git tree of the pristine linux-source-7.3 that 'make deps'
+downloaded ($base/linux; a tag 'base').  Each patch adds its paths to
+the MAINTAINERS entry.  Commit messages come from scripts/series/.
+
+With --check, then: apply the series with 'git am' to a fresh branch from
+'base', and for each patch build drivers/vhost/ with W=1 C=1 (x86_64
+defconfig plus the selftests' config fragment, O=$base/obj), run
+checkpatch.pl --strict on it, and kernel-doc -none on the C files it
+touches.  One TAP result per patch and step (--tap FILE, default stdout).
+
+Options:
+  --check     also check the series as described
+  --tap FILE  write the check's TAP there
+  -j N        make jobs (default: nproc)
+  -h, --help  this text
+EOF
+}
+
+log() { printf '%s: %s\n' "$me" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+check=0
+tap=/dev/stdout
+jobs=$(nproc)
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--check)	check=1; shift ;;
+	--tap)		[ $# -ge 2 ] || die "--tap needs a file"; tap=$2; shift 2 ;;
+	-j)		[ $# -ge 2 ] || die "-j needs a number"; jobs=$2; shift 2 ;;
+	-h|--help)	usage; exit 0 ;;
+	*)		log "unknown option $1 (see --help)"; exit 2 ;;
+	esac
+done
+
+env_file=$BUILD/kernel.env
+[ -f "$env_file" ] || die "$env_file not found: run 'make deps'"
+KVER_73=
+# shellcheck source=/dev/null
+. "$env_file"
+[ -n "$KVER_73" ] || die "$env_file has no KVER_73: run 'make deps'"
+deb=$BUILD/dl/linux-source-7.3_${KVER_73//:/%3a}_all.deb
+[ -f "$deb" ] || die "$deb not found: run 'make deps'"
+stamp=$(basename "$deb")
+tree=$base/linux
+export GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL
+GIT_AUTHOR_NAME=$(git -C "$top" log -1 --format=%an 2>/dev/null || echo vhost-blk)
+GIT_AUTHOR_EMAIL=$(git -C "$top" log -1 --format=%ae 2>/dev/null || echo vhost-blk@invalid)
+GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME
+GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
+g() { git -C "$tree" -c core.autocrlf=false -c advice.detachedHead=false "$@"; }
+
+# ------------------------------------------------------ the pristine tree
+
+if [ "$(cat "$base/.base" 2>/dev/null)" != "$stamp" ] ||
+   ! g rev-parse -q --verify base >/dev/null 2>&1; then
+	log "unpacking $stamp into $tree and committing it (once; about 2 min)"
+	rm -rf "$tree" "$base/obj" "$base/.base"
+	mkdir -p "$base"
+	dpkg-deb --fsys-tarfile "$deb" |
+		tar -xO ./usr/src/linux-source-7.3.tar.xz | tar -xJ -C "$base" ||
+		die "cannot unpack the kernel source from $deb"
+	mv "$base/linux-source-7.3" "$tree"
+	git init -q "$tree"
+	g add -A -f
+	g commit -q -m "Linux $KVER_73 (Debian linux-source-7.3)"
+	g tag base
+	echo "$stamp" >"$base/.base"
+fi
+
+# ------------------------------------------------------ the series
+
+# A clean branch from base; our commits on it.
+g checkout -q -f -B vhost-blk base
+g clean -q -fdx
+
+# maintainers_add LINE...: F: lines into our entry, which the first call
+# creates between VIRTIO HOST (VHOST) and VIRTIO HOST (VHOST-SCSI).
+maintainers_add() {
+	local f=$tree/MAINTAINERS
+	if ! grep -q '^VIRTIO HOST (VHOST-BLK)$' "$f"; then
+		awk -v name="$GIT_AUTHOR_NAME" -v mail="$GIT_AUTHOR_EMAIL" '
+			$0 == "VIRTIO HOST (VHOST-SCSI)" {
+				print "VIRTIO HOST (VHOST-BLK)"
+				print "M:\t" name " <" mail ">"
+				print "L:\tkvm@vger.kernel.org"
+				print "L:\tvirtualization@lists.linux.dev"
+				print "S:\tMaintained"
+				print ""
+			}
+			{ print }' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+	fi
+	# The entry's F: lines, old and new, in the order checkpatch wants.
+	printf '%s\n' "$@" >"$base/maintainers.add"
+	awk -v add="$base/maintainers.add" '
+		$0 == "VIRTIO HOST (VHOST-BLK)" { in_entry = 1 }
+		in_entry && /^F:\t/ { files[++n] = $0; next }
+		in_entry && $0 == "" {
+			while ((getline l < add) > 0)
+				files[++n] = l
+			fflush()
+			for (i = 1; i <= n; i++)
+				print files[i] | "LC_ALL=C sort"
+			close("LC_ALL=C sort")
+			in_entry = 0
+		}
+		{ print }' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+}
+
+commit() {	# commit MSGFILE
+	g add -A -f
+	g commit -q -s -F "$1"
+}
+
+put() {		# put REPO-PATH [TREE-PATH]
+	mkdir -p "$(dirname "$tree/${2:-$1}")"
+	cp "$top/$1" "$tree/${2:-$1}"
+}
+
+# 1. uapi
+put include/uapi/linux/vhost_blk.h
+maintainers_add "F:	include/uapi/linux/vhost_blk.h"
+commit "$series_dir/1-uapi.txt"
+
+# 2. the driver, and what builds it
+put drivers/vhost/blk.c
+put drivers/vhost/blk_trace.h
+frag() { awk 'on || !/^(#.*)?$/ { on = 1; print }' "$top/$1"; }
+kc=$tree/drivers/vhost/Kconfig
+grep -qx 'config VHOST_CROSS_ENDIAN_LEGACY' "$kc" ||
+	die "no 'config VHOST_CROSS_ENDIAN_LEGACY' in drivers/vhost/Kconfig"
+frag drivers/vhost/Kconfig >"$base/kconfig.frag"
+awk -v frag="$base/kconfig.frag" '
+	$0 == "config VHOST_CROSS_ENDIAN_LEGACY" {
+		while ((getline l < frag) > 0)
+			print l
+		print ""
+	}
+	{ print }' "$kc" >"$kc.tmp" && mv "$kc.tmp" "$kc"
+mk=$tree/drivers/vhost/Makefile
+grep -qxF 'vhost_vdpa-y := vdpa.o' "$mk" ||
+	die "no 'vhost_vdpa-y := vdpa.o' in drivers/vhost/Makefile"
+frag drivers/vhost/Makefile >"$base/makefile.frag"
+awk -v frag="$base/makefile.frag" '
+	{ print }
+	$0 == "vhost_vdpa-y := vdpa.o" {
+		print ""
+		while ((getline l < frag) > 0)
+			print l
+	}' "$mk" >"$mk.tmp" && mv "$mk.tmp" "$mk"
+maintainers_add "F:	drivers/vhost/blk.c" "F:	drivers/vhost/blk_trace.h"
+commit "$series_dir/2-driver.txt"
+
+# 3. Documentation: the ABI and the data path (the rest of our pages are
+# about this repository: packages, the bridge, the benchmark, CI).
+mkdir -p "$tree/Documentation/virt/vhost-blk"
+put Documentation/virt/vhost-blk/uapi.rst
+put Documentation/virt/vhost-blk/datapath.rst
+awk '
+	/^\.\. toctree::/ { toc = 1 }
+	toc && /^   [a-z]/ { if ($1 != "uapi" && $1 != "datapath") next }
+	toc && /^[^ ]/ && !/^\.\. toctree::/ { toc = 0 }
+	{ print }' "$top/Documentation/virt/vhost-blk/index.rst" \
+	>"$tree/Documentation/virt/vhost-blk/index.rst"
+vi=$tree/Documentation/virt/index.rst
+grep -q '^   hyperv/index$' "$vi" || die "no '   hyperv/index' in Documentation/virt/index.rst"
+awk '{ print } $0 == "   hyperv/index" { print "   vhost-blk/index" }' "$vi" >"$vi.tmp" &&
+	mv "$vi.tmp" "$vi"
+maintainers_add "F:	Documentation/virt/vhost-blk/"
+commit "$series_dir/3-docs.txt"
+
+# 4. the selftests: the programs and their library, not this
+# repository's CI (run_check.sh, vm/, packages, NVMe/TCP and Ceph setups).
+st=tools/testing/selftests/vhost_blk
+for f in Makefile config settings hostile.mk hostile.sh perf_check.sh \
+	 nvme_tcp.sh nvme_tcp_pathfail.sh; do
+	put "$st/$f"
+done
+for f in "$top/$st"/*.c "$top/$st"/*.h; do
+	put "$st/${f##*/}"
+done
+sm=$tree/tools/testing/selftests/Makefile
+grep -q '^TARGETS += user_events$' "$sm" ||
+	die "no 'TARGETS += user_events' in tools/testing/selftests/Makefile"
+awk '{ print } $0 == "TARGETS += user_events" { print "TARGETS += vhost_blk" }' "$sm" \
+	>"$sm.tmp" && mv "$sm.tmp" "$sm"
+maintainers_add "F:	tools/testing/selftests/vhost_blk/"
+commit "$series_dir/4-selftests.txt"
+
+# The series and its cover letter.
+rm -rf "$base/series"
+g format-patch -q --cover-letter -o "$base/series" base..vhost-blk
+cover=$base/series/0000-cover-letter.patch
+subject=$(sed -n '1p' "$series_dir/cover.txt")
+awk -v subject="$subject" -v body="$series_dir/cover.txt" '
+	/\*\*\* SUBJECT HERE \*\*\*/ { sub(/\*\*\* SUBJECT HERE \*\*\*/, subject) }
+	/^\*\*\* BLURB HERE \*\*\*$/ {
+		n = 0
+		while ((getline l < body) > 0)
+			if (n++ >= 2)
+				print l
+		next
+	}
+	{ print }' "$cover" >"$cover.tmp" && mv "$cover.tmp" "$cover"
+log "series: $(find "$base/series" -name '*.patch' | wc -l) files in $base/series"
+
+[ "$check" = 1 ] || exit 0
+
+# ------------------------------------------------------ the check
+
+n=0
+results=()
+result() {	# result OK|FAIL DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" = OK ]; then
+		results+=("ok $n - $2")
+	else
+		results+=("not ok $n - $2")
+	fi
+}
+
+obj=$base/obj
+mkdir -p "$obj"
+g checkout -q -f -B check base
+g clean -q -fdx
+if g am -q "$base"/series/000[1-9]-*.patch >"$base/am.log" 2>&1; then
+	result OK "the series applies to linux-source-7.3 with git am"
+else
+	g am --abort >/dev/null 2>&1 || true
+	result FAIL "git am of the series (see $base/am.log)"
+fi
+
+commits=$(g rev-list --reverse base..check)
+i=0
+for c in $commits; do
+	i=$((i + 1))
+	patch=$(find "$base/series" -name "$(printf '%04d' "$i")-*.patch")
+	name=$(basename "$patch" .patch)
+	g checkout -q -f "$c"
+	# Configure once: defconfig with the selftests' fragment (CONFIG_VHOST
+	# and, once the driver is in, CONFIG_VHOST_BLK as modules).
+	if [ ! -f "$obj/.config" ] || [ "$i" = 2 ]; then
+		make -s -C "$tree" O="$obj" x86_64_defconfig >"$base/config.log" 2>&1 &&
+		"$tree/scripts/kconfig/merge_config.sh" -m -O "$obj" "$obj/.config" \
+			"$top/tools/testing/selftests/vhost_blk/config" >>"$base/config.log" 2>&1 &&
+		make -s -C "$tree" O="$obj" olddefconfig >>"$base/config.log" 2>&1 &&
+		make -s -C "$tree" O="$obj" -j"$jobs" modules_prepare >>"$base/config.log" 2>&1 ||
+			die "configuring $obj failed (see $base/config.log)"
+	fi
+	blog=$base/build-$i.log
+	if make -C "$tree" O="$obj" -j"$jobs" W=1 C=1 drivers/vhost/ >"$blog" 2>&1; then
+		warn=$(grep -E '(drivers/vhost/blk|vhost_blk\.h).*(warning|error):' "$blog" | head -n 5 || true)
+		if [ -z "$warn" ]; then
+			result OK "$name: builds drivers/vhost/ with W=1 C=1, no warning in its files"
+		else
+			result FAIL "$name: warnings with W=1 C=1: ${warn//$'\n'/; }"
+		fi
+	else
+		result FAIL "$name: drivers/vhost/ does not build (see $blog)"
+	fi
+	if [ "$i" -ge 2 ] && ! grep -qx 'CONFIG_VHOST_BLK=m' "$obj/.config"; then
+		result FAIL "$name: CONFIG_VHOST_BLK is not set in $obj/.config"
+	fi
+	clog=$base/checkpatch-$i.log
+	(cd "$tree" && perl scripts/checkpatch.pl --strict "$patch") >"$clog" 2>&1 || true
+	if grep -q '^total: 0 errors, 0 warnings' "$clog"; then
+		result OK "$name: checkpatch --strict: $(grep '^total:' "$clog")"
+	else
+		result FAIL "$name: checkpatch --strict: $(grep '^total:' "$clog" || echo 'no total') (see $clog)"
+	fi
+	files=$(g diff --name-only "$c~1" "$c" -- '*.c' '*.h')
+	klog=$base/kernel-doc-$i.log
+	if [ -z "$files" ]; then
+		: >"$klog"
+	elif (cd "$tree" && scripts/kernel-doc -none $files) >"$klog" 2>&1 &&
+	     ! grep -qiE 'warning|error' "$klog"; then
+		result OK "$name: kernel-doc -none on $(echo $files | wc -w) files"
+	else
+		result FAIL "$name: kernel-doc -none: $(head -n 1 "$klog") (see $klog)"
+	fi
+done
+g checkout -q -f vhost-blk
+
+{
+	echo "TAP version 13"
+	echo "1..$n"
+	printf '%s\n' "${results[@]}"
+} >"$tap"
+! printf '%s\n' "${results[@]}" | grep -q '^not ok'
