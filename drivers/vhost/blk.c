@@ -2172,7 +2172,18 @@ static struct vhost_blk_backend *vhost_blk_backend_get(int fd)
 	if (S_ISBLK(inode->i_mode)) {
 		be->bdev = file_bdev(file);
 		be->len_mask = bdev_logical_block_size(be->bdev) - 1;
-		be->addr_mask = bdev_dma_alignment(be->bdev);
+		/*
+		 * Buffers start on a sector, whatever less the device would
+		 * take: a bio_vec that ends inside a sector is legal, but
+		 * drivers get it wrong (null_blk of 7.3, dma_alignment 1,
+		 * copies a chunk spanning two sectors as if all of it were
+		 * the first's, so a read next to a discarded sector returns
+		 * zeroes for live data).  Guests align to sectors anyway;
+		 * what does not is bounced.
+		 */
+		be->addr_mask = max_t(unsigned int,
+				      bdev_dma_alignment(be->bdev),
+				      SECTOR_SIZE - 1);
 	} else {
 		if (!(file->f_mode & FMODE_CAN_ODIRECT)) {
 			ret = -EOPNOTSUPP;
