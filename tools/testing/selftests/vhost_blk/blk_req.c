@@ -134,8 +134,9 @@ int blk_req_prep(struct blk_req *req, struct guest_mem *gm,
 	     (!spec->nseg || req->data_write)) ||
 	    ((spec->flags & BLK_REQ_DATA_IN_STATUS) &&
 	     (!spec->nseg || !req->data_write))) {
-		guest_log("blk_req: impossible layout (type %u, %u segments, %u header parts, flags %#x)",
-			  spec->type, spec->nseg, parts, spec->flags);
+		guest_log(
+			"blk_req: impossible layout (type %u, %u segments, %u header parts, flags %#x)",
+			spec->type, spec->nseg, parts, spec->flags);
 		return -EINVAL;
 	}
 

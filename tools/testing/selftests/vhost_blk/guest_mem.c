@@ -62,14 +62,13 @@ void *guest_alloc(struct guest_mem *gm, size_t size, size_t align)
 	if (!align)
 		align = 64;
 	if (align & (align - 1)) {
-		guest_log("guest_alloc: alignment %zu is not a power of two",
-			  align);
+		guest_log("%s: alignment %zu is not a power of two", __func__, align);
 		return NULL;
 	}
 	off = (gm->brk + align - 1) & ~(align - 1);
 	if (off > gm->size || size > gm->size - off) {
-		guest_log("guest_alloc: %zu bytes (align %zu) do not fit: %zu of %zu used",
-			  size, align, gm->brk, gm->size);
+		guest_log("%s: %zu bytes (align %zu) do not fit: %zu of %zu used",
+			  __func__, size, align, gm->brk, gm->size);
 		return NULL;
 	}
 	gm->brk = off + size;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kselftest.h"		/* __printf, __noreturn */
+
 #define GUEST_MEM_DEFAULT_SIZE	(64UL << 20)
 #define GUEST_MEM_DEFAULT_GPA	0x40000000ULL
 
@@ -83,6 +85,6 @@ void *guest_slab_get(struct guest_slab *slab);
 void guest_slab_put(struct guest_slab *slab, void *obj);
 
 /* Diagnostics go to stderr, prefixed "# " so they never break TAP. */
-void guest_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+__printf(1, 2) void guest_log(const char *fmt, ...);
 
 #endif /* VBLK_GUEST_MEM_H */

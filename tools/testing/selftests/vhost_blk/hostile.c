@@ -127,7 +127,7 @@ int hq_set_mem_table(int devfd, const struct guest_mem *gm,
 		end = i < ncuts ? cuts[i] : gm->size;
 		if (end <= start || end > gm->size) {
 			free(mem);
-			guest_log("hq_set_mem_table: bad cut %zu", end);
+			guest_log("%s: bad cut %zu", __func__, end);
 			return -EINVAL;
 		}
 		mem->regions[i].guest_phys_addr = gm->gpa + start;

@@ -77,7 +77,7 @@ static inline uint64_t hq_rand(struct hq_rng *r)
 /* Uniform in [0, n), n > 0. */
 static inline uint64_t hq_below(struct hq_rng *r, uint64_t n)
 {
-	return (uint64_t)(((unsigned __int128)hq_rand(r) * n) >> 64);
+	return (uint64_t)(((__uint128_t)hq_rand(r) * n) >> 64);
 }
 
 /* True with probability @num / @den. */

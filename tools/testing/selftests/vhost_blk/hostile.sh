@@ -109,7 +109,7 @@ comment() { sed 's/^#* \{0,1\}/# /'; }
 
 # The kselftest program: its result lines, renumbered and named.
 run_hostile() {
-	local name=$1 path=$2 log line desc plan got=0 rc
+	local name=$1 path=$2 log line desc plan got=0 rc msg
 
 	log=$logdir/$name.hostile_test.log
 	VHOST_BLK_TEST_DEV=$path "$bindir/vhost_blk_hostile_test" >"$log" 2>&1
@@ -135,14 +135,15 @@ run_hostile() {
 	done <"$log.results"
 	rm -f "$log.results"
 	if [ -z "$plan" ] || [ "$got" -lt "$plan" ]; then
-		tap "not ok" "$name: vhost_blk_hostile_test stopped after $got of ${plan:-?} cases (status $rc, see $log)"
+		msg="vhost_blk_hostile_test stopped after $got of ${plan:-?} cases"
+		tap "not ok" "$name: $msg (status $rc, see $log)"
 		tail -n 20 "$log" | comment
 	fi
 }
 
 # One fuzzer run: a TAP line with the seed, the statistics as comments.
 run_fuzz() {
-	local name=$1 path=$2 what=$3 count=$4 log s rc start end why
+	local name=$1 path=$2 what=$3 count=$4 log s rc start end why msg
 
 	shift 4
 	log=$logdir/$name.$what.log
@@ -157,7 +158,8 @@ run_fuzz() {
 	4)	# No /dev/vhost-blk, or no backend.
 		why=$(grep -m1 -e SKIP -e 'cannot open' "$log" | sed 's/^# SKIP: //')
 		if [ -n "$strict" ]; then
-			tap "not ok" "$name: $what (seed $s): skipped, which VHOST_BLK_TEST_STRICT does not allow: ${why:-status 4}"
+			msg="skipped, which VHOST_BLK_TEST_STRICT does not allow"
+			tap "not ok" "$name: $what (seed $s): $msg: ${why:-status 4}"
 		else
 			tap ok "$name: $what" "SKIP ${why:-status 4}"
 		fi ;;

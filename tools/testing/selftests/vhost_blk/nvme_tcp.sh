@@ -131,13 +131,15 @@ nvme_tcp_export() {
 # on ADDR:PORT, print the namespace's block device.
 nvme_tcp_connect() {
 	local name=$1 addr=$2 port=$3 tmo=$4
-	local nqn=nqn.2026-12.dev.vhost-blk:$1 dev out
+	local nqn=nqn.2026-12.dev.vhost-blk:$1 dev out opts
 
 	nvme_tcp_modules || return
 	# What "nvme connect -t tcp -a ADDR -s PORT -n NQN
 	# --ctrl-loss-tmo TMO --reconnect-delay 1" writes.
+	opts="transport=tcp,traddr=$addr,trsvcid=$port,nqn=$nqn"
+	opts+=",ctrl_loss_tmo=$tmo,reconnect_delay=1"
 	if ! out=$(exec 3<>/dev/nvme-fabrics &&
-		   printf '%s' "transport=tcp,traddr=$addr,trsvcid=$port,nqn=$nqn,ctrl_loss_tmo=$tmo,reconnect_delay=1" >&3 &&
+		   printf '%s' "$opts" >&3 &&
 		   head -n 1 <&3); then
 		echo "nvme_tcp: connecting to $nqn on $addr:$port failed (see dmesg)" >&2
 		return 1

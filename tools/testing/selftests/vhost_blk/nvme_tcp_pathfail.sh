@@ -137,7 +137,8 @@ before=$(progress_field 1)
 if nvme_tcp_port_down "$name" "$port" &&
    wait_for 30 state_is_not live; then
 	inflight=$(progress_field 2)
-	ok "port down: the host lost the path (controller $(nvme_tcp_state "$name"), $inflight writes in flight)"
+	state=$(nvme_tcp_state "$name")
+	ok "port down: the host lost the path (controller $state, $inflight writes in flight)"
 else
 	not_ok "port down: the controller is still $(nvme_tcp_state "$name") after 30 s"
 fi
@@ -155,7 +156,8 @@ resumed=$(progress_field 1)
 if wait_for 120 answered_at_least $((resumed + 64)); then
 	ok "writes go on after the reconnection ($(( $(progress_field 1) - resumed )) more answers)"
 else
-	not_ok "writes go on after the reconnection: $(( $(progress_field 1) - resumed )) answers in 120 s"
+	answers=$(( $(progress_field 1) - resumed ))
+	not_ok "writes go on after the reconnection: $answers answers in 120 s"
 fi
 
 touch "$work/stop"

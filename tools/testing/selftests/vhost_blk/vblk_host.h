@@ -90,10 +90,11 @@ static inline uint64_t host_stat_flushes(struct __test_metadata *_metadata,
 	unsigned long long v[17] = { 0 };
 	int n;
 
-	n = sscanf(buf, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
-		   "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-		   &v[11], &v[12], &v[13], &v[14], &v[15], &v[16]);
+	n = sscanf(buf,
+		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+		   &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14],
+		   &v[15], &v[16]);
 	EXPECT_LE(16, n) TH_LOG("stat of %s: '%s'", what, buf);
 	return v[15];
 }
@@ -344,10 +345,12 @@ static inline struct host_io_stat host_cgroup_io(struct __test_metadata *_metada
 	while (fgets(line, sizeof(line), f)) {
 		if (strncmp(line, want, strlen(want)))
 			continue;
-		sscanf(line + strlen(want),
-		       "rbytes=%llu wbytes=%llu rios=%llu wios=%llu dbytes=%llu dios=%llu",
-		       &st.rbytes, &st.wbytes, &st.rios, &st.wios, &st.dbytes,
-		       &st.dios);
+		/* A short match leaves the fields it did not reach at zero. */
+		if (sscanf(line + strlen(want),
+			   "rbytes=%llu wbytes=%llu rios=%llu wios=%llu dbytes=%llu dios=%llu",
+			   &st.rbytes, &st.wbytes, &st.rios, &st.wios,
+			   &st.dbytes, &st.dios) < 6)
+			continue;
 	}
 	fclose(f);
 	return st;

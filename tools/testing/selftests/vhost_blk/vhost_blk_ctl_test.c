@@ -821,8 +821,9 @@ TEST_F(vhost_blk_ctl, requests_while_detached_wait_for_reattach)
 	served_before_kick = vq_used_pending(vq);
 	ASSERT_EQ(1, vq_kick_force(vq));
 	ASSERT_EQ(0, blk_complete(vq, N));
-	TH_LOG("%u of %u requests queued while detached were served on re-attach before the next kick",
-	       served_before_kick, N);
+	TH_LOG(
+		"%u of %u requests queued while detached were served on re-attach before the next kick",
+		served_before_kick, N);
 	for (i = 0; i < N; i++) {
 		ASSERT_STATUS(VIRTIO_BLK_S_OK, *req[i].status, "request %u", i);
 		ASSERT_EQ(1U, req[i].used_len);
@@ -999,8 +1000,9 @@ TEST_F_TIMEOUT(vhost_blk_ctl, set_mem_table_answers_requests_in_flight_first,
 
 	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
 	done = vq_used_pending(vq);
-	EXPECT_EQ((unsigned int)N, done) TH_LOG("%u of %u requests answered when VHOST_SET_MEM_TABLE returned",
-				  done, N);
+	EXPECT_EQ((unsigned int)N, done)
+		TH_LOG("%u of %u requests answered when VHOST_SET_MEM_TABLE returned",
+		       done, N);
 	ASSERT_EQ(0, blk_complete(vq, N));
 	for (i = 0; i < N; i++) {
 		ASSERT_STATUS(VIRTIO_BLK_S_OK, *req[i].status, "read %u", i);

@@ -57,6 +57,8 @@
 #include <sys/sysmacros.h>
 #include <linux/fs.h>
 
+#include "kselftest.h"		/* __printf, __noreturn, KSFT_SKIP, ARRAY_SIZE */
+
 #include "blk_req.h"
 #include "guest_mem.h"
 #include "hostile.h"
@@ -73,8 +75,6 @@
 #define SERIAL_LEN	VHOST_BLK_SERIAL_LEN
 #define HANG_MS		30000
 #define IDLE_MS		5		/* kick after this long without answers */
-#define KSFT_SKIP	4
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
 #define GEN_ZERO	UINT32_MAX	/* sector holds zeroes */
 #define GEN_ANY		(UINT32_MAX - 1) /* anything (secure erase) */
@@ -94,7 +94,7 @@ static struct opts {
 
 static const char *prog = "vhost_blk_fuzz";
 
-static void usage(FILE *f)
+static void print_usage(FILE *f)
 {
 	fprintf(f,
 "Usage: %s [OPTIONS]\n"
@@ -293,8 +293,11 @@ static struct fz {
 	struct epoch ep;
 } f;
 
-enum { OP_MEMTABLE, OP_REATTACH, OP_RO, OP_RESET, OP_REOPEN, OP_SERIAL,
-       OP_POLL, OP_STATS, OP_NR };
+enum {
+	OP_MEMTABLE, OP_REATTACH, OP_RO, OP_RESET, OP_REOPEN, OP_SERIAL,
+	OP_POLL, OP_STATS, OP_NR
+};
+
 static const char *const op_name[OP_NR] = {
 	"set_mem_table", "detach_reattach", "read_only_period",
 	"reset_owner", "close_reopen", "set_serial", "busy_poll", "get_stats",
@@ -316,10 +319,12 @@ static void dump_req(const struct req *r)
 
 	if (!r)
 		return;
-	fprintf(stderr, "#   request #%" PRIu64 " (%s) on queue %u, head %d, hdr type %u sector %#" PRIx64 "\n",
+	fprintf(stderr, "#   request #%" PRIu64
+		" (%s) on queue %u, head %d, hdr type %u sector %#" PRIx64 "\n",
 		r->seq, label_name[r->label], r->q, r->head,
 		*(const uint32_t *)r->hdr, *(const uint64_t *)(r->hdr + 8));
-	fprintf(stderr, "#   readable %" PRIu64 " bytes in %u iovecs, writable %" PRIu64 " in %u; expected %s status %u used %u\n",
+	fprintf(stderr, "#   readable %" PRIu64 " bytes in %u iovecs, writable %" PRIu64
+		" in %u; expected %s status %u used %u\n",
 		r->out_len, r->nout, r->in_len, r->nin,
 		r->x == X_CORE ? "core refusal" :
 		r->x == X_NOSTATUS ? "no status" : "answer",
@@ -332,7 +337,7 @@ static void dump_req(const struct req *r)
 			r->in[i].len);
 }
 
-static void __attribute__((noreturn, format(printf, 2, 3)))
+static void __noreturn __printf(2, 3)
 fail(const struct req *r, const char *fmt, ...)
 {
 	va_list ap;
@@ -344,7 +349,8 @@ fail(const struct req *r, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n");
 	dump_req(r);
-	fprintf(stderr, "# reproduce with: %s --backend %s --seed %" PRIu64 " --requests %" PRIu64 "%s (request %" PRIu64 " of the run)\n",
+	fprintf(stderr, "# reproduce with: %s --backend %s --seed %" PRIu64 " --requests %" PRIu64
+		"%s (request %" PRIu64 " of the run)\n",
 		prog, o.backend, o.seed, o.requests, o.stress ? " --stress" : "",
 		f.seq);
 	exit(1);
@@ -368,7 +374,7 @@ static void *xmalloc(size_t size)
 	return p;
 }
 
-static void vlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static __printf(1, 2) void vlog(const char *fmt, ...);
 static void vlog(const char *fmt, ...)
 {
 	va_list ap;
@@ -869,9 +875,6 @@ static bool sector_matches(uint64_t s, const uint8_t *buf)
 	/*
 	 * A discarded sector's content is undefined until it is written
 	 * again, short of data it never held: each byte the old one or 0.
-	 * null_blk of 7.3 (dma_alignment 1) mixes them within a sector when
-	 * a buffer boundary falls inside it (copy_from_nullb() looks up
-	 * only the first of the two sectors a copy spans).
 	 */
 	if (f.discarded[s] != GEN_ZERO) {
 		uint8_t old[SECT];
@@ -963,7 +966,8 @@ static void explain_read(const struct req *r, const uint8_t *buf)
 			g < GEN_ANY && !hq_sector_diff(p, f.dseed, g, s) ?
 			"as modelled" : "other data";
 
-		fprintf(stderr, "#   sector %" PRIu64 ": %s (on the disk now: %s); model generation %u%s, last changed by request #%u (%s)\n",
+		fprintf(stderr, "#   sector %" PRIu64 ": %s (on the disk now: %s); "
+			"model generation %u%s, last changed by request #%u (%s)\n",
 			s, what, !now ? "?" : !memcmp(now + k * SECT, p, SECT) ?
 			"the same" : hq_is_zero(now + k * SECT, SECT) ? "zeroes" :
 			"different", g, f.maybe0[s] ? " or zeroes" : "",
@@ -1036,7 +1040,7 @@ static void setup_device(int how)
 			    "SET_BACKEND");
 }
 
-static void kick(unsigned int qi, bool force)
+static void kick_queue(unsigned int qi, bool force)
 {
 	int r = force ? vq_kick_force(&f.q[qi].vq) : vq_kick(&f.q[qi].vq);
 
@@ -1156,12 +1160,15 @@ static void complete(struct req *r, uint32_t used)
 					uint32_t g = f.gen[r->sector + k];
 
 					explain_read(r, buf);
-					fail(r, "read of sector %" PRIu64 " returned wrong data (model: %s%s, byte 0: %02x, diff at %u)",
+					fail(r, "read of sector %" PRIu64
+					     " returned wrong data (model: %s%s, byte 0: %02x, diff at %u)",
 					     r->sector + k,
 					     g == GEN_ZERO ? "zeroes" : "pattern",
 					     f.maybe0[r->sector + k] ? " or zeroes" : "",
 					     buf[k * SECT],
-					     g < GEN_ANY ? hq_sector_diff(buf + k * SECT, f.dseed, g, r->sector + k) : 0);
+					     g < GEN_ANY ?
+					     hq_sector_diff(buf + k * SECT, f.dseed,
+							    g, r->sector + k) : 0);
 				}
 			f.reads_checked++;
 			f.bytes_checked += len;
@@ -1204,7 +1211,8 @@ static void complete(struct req *r, uint32_t used)
 	if (memcmp(want, got, r->alen)) {
 		for (i = 0; want[i] == got[i]; i++)
 			;
-		fail(r, "guest memory %#" PRIx64 " (byte %zu of the request's %zu) is %#x, expected %#x",
+		fail(r, "guest memory %#" PRIx64
+		     " (byte %zu of the request's %zu) is %#x, expected %#x",
 		     gpa_at(r->aoff + i), i, r->alen, got[i], want[i]);
 	}
 	free(want);
@@ -1248,7 +1256,8 @@ static void harvest(unsigned int qi)
 
 	while (vq_get_used(vq, &u)) {
 		if (u.bad)
-			fail(NULL, "queue %u: the used ring returned id %u, which is not an outstanding head",
+			fail(NULL,
+			     "queue %u: the used ring returned id %u, which is not an outstanding head",
 			     qi, u.id);
 		complete(u.token, u.len);
 	}
@@ -1327,7 +1336,7 @@ static bool try_repair(unsigned int qi)
 	} else {
 		hq_set_avail_entry(&q->vq, b->pos, (uint16_t)b->repair->head);
 	}
-	kick(qi, true);
+	kick_queue(qi, true);
 	f.last_progress = now_ms();
 	return true;
 }
@@ -1349,7 +1358,9 @@ static void dump_queues(void)
 		uint16_t base = 0;
 
 		hq_vring_base(f.dev, i, &base);
-		fprintf(stderr, "#   queue %u: %u in flight, avail %u (in memory %u), used %u (harvested %u), device base %u, errors %" PRIu64 ", first refused item: %s pos %u mark %" PRIu64 "%s\n",
+		fprintf(stderr,
+			"#   queue %u: %u in flight, avail %u (in memory %u), used %u (harvested %u), device base %u, errors %"
+			PRIu64 ", first refused item: %s pos %u mark %" PRIu64 "%s\n",
 			i, q->vq.inflight, q->vq.avail_idx, q->vq.avail->idx,
 			q->vq.used->idx, q->vq.last_used_idx, base, q->err_seen,
 			q->bad ? label_name[q->bad->kind] : "none",
@@ -1397,7 +1408,7 @@ static void pump(int ms)
 		 */
 		for (i = 0; i < o.nq; i++)
 			if (f.q[i].vq.inflight || f.q[i].bad)
-				kick(i, true);
+				kick_queue(i, true);
 		f.idle_kicks++;
 		f.last_idle_kick = now;
 	}
@@ -1419,7 +1430,7 @@ static void wait_begin(const char *what)
 		return;
 	for (i = 0; i < o.nq; i++)
 		if (f.q[i].vq.inflight)
-			kick(i, true);
+			kick_queue(i, true);
 }
 
 static void wait_all(void)
@@ -1461,7 +1472,8 @@ static void drop_outstanding(void)
 				continue;
 			r = q->vq.slot[h].token;
 			if (memcmp(f.gm.va + r->aoff, r->snap, r->alen))
-				fail(r, "a request the device never answered had its memory changed");
+				fail(r,
+				     "a request the device never answered had its memory changed");
 			hq_reclaim(&q->vq, (uint16_t)h);
 			f.lost++;
 			req_retire(r);
@@ -1493,7 +1505,8 @@ static void check_epoch(void)
 	{
 #define CMP(field) do {							\
 	if (sum.field != f.ep.field)					\
-		fail(NULL, "VHOST_BLK_GET_VRING_STATS: " #field " is %" PRIu64 ", %" PRIu64 " were answered", \
+		fail(NULL, "VHOST_BLK_GET_VRING_STATS: " #field " is %" PRIu64	\
+		     ", %" PRIu64 " were answered",				\
 		     sum.field, f.ep.field);				\
 } while (0)
 		CMP(in); CMP(out); CMP(flush); CMP(get_id); CMP(discard);
@@ -2065,7 +2078,8 @@ static void lay_stream(struct layout *L, const uint8_t *src, uint32_t len,
 			uint32_t c = (uint32_t)rnd(len);
 
 			if (c)
-				cuts[ncut++] = chance(1, 2) ? c : (c & ~(SECT - 1)) ? c & ~(SECT - 1) : c;
+				cuts[ncut++] = chance(1, 2) ? c :
+					       (c & ~(SECT - 1)) ? c & ~(SECT - 1) : c;
 		}
 	}
 	/* Sort, unique. */
@@ -2451,7 +2465,7 @@ static void wait_taken(unsigned int qi)
 		check_ioctl(hq_vring_base(f.dev, qi, &base), "GET_VRING_BASE");
 		if (base == f.q[qi].vq.avail_idx)
 			return;
-		kick(qi, true);
+		kick_queue(qi, true);
 		pump(5);
 	}
 }
@@ -2672,8 +2686,10 @@ static void disk_verify(void)
 			uint64_t sec = off / SECT + s;
 
 			if (!sector_matches(sec, buf + s * SECT))
-				fail(NULL, "at the end, sector %" PRIu64 " holds %s, the model says %s%s (generation %u)",
-				     sec, hq_is_zero(buf + s * SECT, SECT) ? "zeroes" : "other data",
+				fail(NULL, "at the end, sector %" PRIu64
+				     " holds %s, the model says %s%s (generation %u)",
+				     sec,
+				     hq_is_zero(buf + s * SECT, SECT) ? "zeroes" : "other data",
 				     f.gen[sec] == GEN_ZERO ? "zeroes" : "a pattern",
 				     f.maybe0[sec] ? " or zeroes" : "", f.gen[sec]);
 		}
@@ -2736,7 +2752,8 @@ static void canary_sweep(void)
 	long long bad = hq_canary_find(&f.gm, f.void_off, f.gm.size - f.void_off);
 
 	if (bad >= 0)
-		fail(NULL, "guest memory %#" PRIx64 " (offset %lld), which the device was never given as writable, changed",
+		fail(NULL, "guest memory %#" PRIx64
+		     " (offset %lld), which the device was never given as writable, changed",
 		     gpa_at((size_t)bad), bad);
 }
 
@@ -2767,7 +2784,7 @@ static void final_round(void)
 				fail(r, "internal: final request not valid");
 			need_no_conflict(r);
 			post(r, d, nd, true);
-			kick(qi, true);
+			kick_queue(qi, true);
 			wait_all();
 		}
 }
@@ -2791,20 +2808,31 @@ static void print_stats(double secs)
 	       f.bdev ? "block device" : "file", f.cap,
 	       f.bdev && !f.has_discard ? ", no discard" : "",
 	       !f.has_wz ? ", no write zeroes" : "");
-	printf("# %" PRIu64 " requests in %.1f s (%.0f/s): %" PRIu64 " valid, %" PRIu64 " malformed for the module, %" PRIu64 " refused by the core (+%" PRIu64 " repairs)\n",
+	printf("# %" PRIu64 " requests in %.1f s (%.0f/s): %" PRIu64 " valid, %" PRIu64
+	       " malformed for the module, %" PRIu64 " refused by the core (+%" PRIu64
+	       " repairs)\n",
 	       total - f.sent[L_REPAIR], secs, (double)total / secs, valid, mod,
 	       core, f.sent[L_REPAIR]);
-	printf("# answers: %" PRIu64 " OK, %" PRIu64 " IOERR, %" PRIu64 " UNSUPP, %" PRIu64 " without status (used 0), %" PRIu64 " refusals confirmed; %" PRIu64 " never taken (reset/close)\n",
+	printf("# answers: %" PRIu64 " OK, %" PRIu64 " IOERR, %" PRIu64 " UNSUPP, %" PRIu64
+	       " without status (used 0), %" PRIu64 " refusals confirmed; %" PRIu64
+	       " never taken (reset/close)\n",
 	       f.st_ok, f.st_ioerr, f.st_unsupp, f.st_nostatus, f.st_core,
 	       f.lost);
-	printf("# reads checked: %" PRIu64 " (%" PRIu64 " MiB), discarded sectors found zeroed: %" PRIu64 ", read as old bytes and zeroes: %" PRIu64 ", lock waits: %" PRIu64 ", idle kicks: %" PRIu64 "\n",
+	printf("# reads checked: %" PRIu64 " (%" PRIu64
+	       " MiB), discarded sectors found zeroed: %" PRIu64
+	       ", read as old bytes and zeroes: %" PRIu64 ", lock waits: %" PRIu64
+	       ", idle kicks: %" PRIu64 "\n",
 	       f.reads_checked, f.bytes_checked >> 20, f.learned_zero,
 	       f.torn_discards, f.conflicts, f.idle_kicks);
-	printf("# kicks: %" PRIu64 " if needed, %" PRIu64 " forced, %" PRIu64 " batches unkicked; counter epochs checked: %" PRIu64 "\n",
+	printf("# kicks: %" PRIu64 " if needed, %" PRIu64 " forced, %" PRIu64
+	       " batches unkicked; counter epochs checked: %" PRIu64 "\n",
 	       f.kicks, f.kicks_forced, f.kicks_none, f.epochs_checked);
-	printf("# queue depth: up to %" PRIu64 " chains outstanding on a ring of %u, up to %" PRIu64 " requests in flight in the backend\n",
+	printf("# queue depth: up to %" PRIu64
+	       " chains outstanding on a ring of %u, up to %" PRIu64
+	       " requests in flight in the backend\n",
 	       f.guest_depth, o.num, f.depth_max);
-	printf("# layouts: %" PRIu64 " direct chains through an indirect table (INDIRECT with NEXT)\n",
+	printf("# layouts: %" PRIu64
+	       " direct chains through an indirect table (INDIRECT with NEXT)\n",
 	       f.mixed_indirect);
 	printf("# sent:");
 	for (i = 0; i < L_NR; i++)
@@ -2892,7 +2920,7 @@ int main(int argc, char **argv)
 			o.verbose++;
 			break;
 		case 'h':
-			usage(stdout);
+			print_usage(stdout);
 			return 0;
 		default:
 			fprintf(stderr, "%s: see --help\n", prog);
@@ -2907,7 +2935,8 @@ int main(int argc, char **argv)
 	if (!o.backend)
 		o.backend = getenv("VHOST_BLK_TEST_DEV");
 	if (!o.backend || !*o.backend) {
-		fprintf(stderr, "%s: no backend: use --backend PATH or set VHOST_BLK_TEST_DEV (see --help)\n",
+		fprintf(stderr,
+			"%s: no backend: use --backend PATH or set VHOST_BLK_TEST_DEV (see --help)\n",
 			prog);
 		return 2;
 	}
@@ -3024,12 +3053,12 @@ int main(int argc, char **argv)
 		k = (unsigned int)rnd(100);
 		if (q->bad) {
 			/* Let the core meet the refused item now. */
-			kick(qi, true);
+			kick_queue(qi, true);
 		} else if (k < 80) {
-			kick(qi, false);
+			kick_queue(qi, false);
 			f.kicks++;
 		} else if (k < 92) {
-			kick(qi, true);
+			kick_queue(qi, true);
 			f.kicks_forced++;
 		} else {
 			f.kicks_none++;
@@ -3059,7 +3088,7 @@ int main(int argc, char **argv)
 	}
 	/* Let every refused item be met and repaired, everything answered. */
 	for (unsigned int qi = 0; qi < o.nq; qi++)
-		kick(qi, true);
+		kick_queue(qi, true);
 	wait_all();
 	final_round();
 	t_run = now_ms() - t0;
@@ -3074,7 +3103,8 @@ int main(int argc, char **argv)
 		struct rusage ru;
 
 		getrusage(RUSAGE_THREAD, &ru);
-		printf("# disk: %.1f s to write the initial pattern, %.1f s to verify it at the end; fuzzer CPU %.1f s user %.1f s sys\n",
+		printf(
+			"# disk: %.1f s to write the initial pattern, %.1f s to verify it at the end; fuzzer CPU %.1f s user %.1f s sys\n",
 		       (double)t_init / 1000, (double)t_end / 1000,
 		       ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		       ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);

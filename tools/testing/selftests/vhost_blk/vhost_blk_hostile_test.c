@@ -202,8 +202,9 @@ static void area_expect(struct __test_metadata *_metadata, struct env *e,
 					       is_old ? " (unchanged)" : "");
 			} else {
 				ASSERT_TRUE(is_old || is_zero)
-					TH_LOG("%s: sector %llu is neither its old contents nor zeroes",
-					       what, (unsigned long long)s);
+					TH_LOG(
+						"%s: sector %llu is neither its old contents nor zeroes",
+						what, (unsigned long long)s);
 			}
 		}
 	}
@@ -212,9 +213,8 @@ static void area_expect(struct __test_metadata *_metadata, struct env *e,
 
 /* ------------------------------------------------------------ ranges */
 
-typedef struct virtio_blk_discard_write_zeroes rseg_t;
-
-static void rseg(rseg_t *s, uint64_t sector, uint32_t num, uint32_t flags)
+static void rseg(struct virtio_blk_discard_write_zeroes *s, uint64_t sector,
+		 uint32_t num, uint32_t flags)
 {
 	s->sector = sector;
 	s->num_sectors = num;
@@ -232,8 +232,8 @@ static struct result range_req(struct __test_metadata *_metadata,
 
 /* Mark the sectors of @segs in @want (indexed from @base) with @w. */
 static void mark_ranges(uint8_t *want, uint64_t base, unsigned int n,
-			const rseg_t *segs, unsigned int nseg,
-			enum sect_want w)
+			const struct virtio_blk_discard_write_zeroes *segs,
+			unsigned int nseg, enum sect_want w)
 {
 	unsigned int i;
 	uint64_t s;
@@ -415,7 +415,8 @@ static void snap_expect(struct __test_metadata *_metadata, struct env *e,
 /* ===================================================== DISCARD ranges */
 
 /* 32 scattered ranges in [AREA, AREA + 2048): aligned, odd, one sector. */
-static void scattered_ranges(rseg_t *segs, unsigned int n, uint32_t flags)
+static void scattered_ranges(struct virtio_blk_discard_write_zeroes *segs,
+			     unsigned int n, uint32_t flags)
 {
 	unsigned int i;
 
@@ -447,7 +448,7 @@ TEST_F_TIMEOUT(hostile, discard_of_1_to_32_ranges_covers_each_and_nothing_else,
 	struct vq *vq = &e->dev.vq[0];
 	struct range_kind dk = discard_kind(e);
 	uint8_t want[2048 + 64];
-	rseg_t segs[MAX_SEG];
+	struct virtio_blk_discard_write_zeroes segs[MAX_SEG];
 	unsigned int c;
 	char what[64];
 
@@ -475,7 +476,7 @@ TEST_F(hostile, discard_with_unmap_flag_is_unsupp_and_discards_nothing)
 	struct env *e = &self->e;
 	struct vq *vq = &e->dev.vq[0];
 	uint64_t seed = new_seed(e);
-	rseg_t segs[2];
+	struct virtio_blk_discard_write_zeroes segs[2];
 
 	area_fill(_metadata, e, vq, AREA, 256, seed);
 	rseg(&segs[0], AREA, 64, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
@@ -504,7 +505,7 @@ TEST_F(hostile, reserved_range_flag_bits_are_unsupp_and_change_nothing)
 	struct vq *vq = &e->dev.vq[0];
 	uint64_t seed = new_seed(e);
 	unsigned int t, b;
-	rseg_t segs[3];
+	struct virtio_blk_discard_write_zeroes segs[3];
 	char what[96];
 
 	area_fill(_metadata, e, vq, AREA, 256, seed);
@@ -549,7 +550,7 @@ TEST_F(hostile, more_than_32_ranges_is_unsupp_and_changes_nothing)
 	struct env *e = &self->e;
 	struct vq *vq = &e->dev.vq[0];
 	uint64_t seed = new_seed(e);
-	rseg_t segs[256];
+	struct virtio_blk_discard_write_zeroes segs[256];
 	unsigned int t, c, i;
 	char what[64];
 
@@ -593,7 +594,7 @@ TEST_F(hostile, range_outside_the_disk_is_ioerr_and_changes_nothing)
 	};
 	struct range_kind dk = discard_kind(e), wk = write_zeroes_kind(e);
 	unsigned int t, i;
-	rseg_t segs[2];
+	struct virtio_blk_discard_write_zeroes segs[2];
 	char what[96];
 	uint8_t want;
 
@@ -642,7 +643,7 @@ TEST_F(hostile, range_table_empty_or_not_multiple_of_16_is_ioerr)
 	struct env *e = &self->e;
 	struct vq *vq = &e->dev.vq[0];
 	uint64_t seed = new_seed(e);
-	rseg_t segs[MAX_SEG + 1];
+	struct virtio_blk_discard_write_zeroes segs[MAX_SEG + 1];
 	unsigned int t, l, i;
 	char what[64];
 
@@ -674,7 +675,7 @@ TEST_F(hostile, range_table_split_over_descriptors_is_served)
 	struct virtio_blk_outhdr *h;
 	uint8_t want[256], *t1, *t2, *st;
 	struct chain c = { .n = 0 };
-	rseg_t segs[2];
+	struct virtio_blk_discard_write_zeroes segs[2];
 
 	area_fill(_metadata, e, vq, AREA, 256, seed);
 	rseg(&segs[0], AREA + 16, 16, 0);
@@ -710,7 +711,7 @@ TEST_F(hostile, range_request_with_device_writable_data_is_ioerr)
 	struct vq *vq = &e->dev.vq[0];
 	uint64_t seed = new_seed(e);
 	unsigned int t;
-	rseg_t seg;
+	struct virtio_blk_discard_write_zeroes seg;
 
 	area_fill(_metadata, e, vq, AREA, 64, seed);
 	rseg(&seg, AREA, 64, 0);
@@ -751,7 +752,7 @@ TEST_F_TIMEOUT(hostile, range_over_max_sectors_is_ioerr_on_a_big_disk, 120)
 	const char *dir;
 	struct vq *vq;
 	uint8_t want[8];
-	rseg_t seg;
+	struct virtio_blk_discard_write_zeroes seg;
 	int fd, err;
 
 	dir = scratch_dir(e, dirbuf, sizeof(dirbuf));
@@ -843,7 +844,7 @@ static bool write_zeroes_case(struct __test_metadata *_metadata,
 	struct range_kind wk = write_zeroes_kind(e);
 	struct vq *vq = &e->dev.vq[0];
 	uint8_t want[1024];
-	rseg_t segs[6];
+	struct virtio_blk_discard_write_zeroes segs[6];
 	uint64_t seed;
 	char what[64];
 
@@ -874,7 +875,7 @@ static bool write_zeroes_case(struct __test_metadata *_metadata,
 	seed = new_seed(e);
 	area_fill(_metadata, e, vq, AREA, 128, seed);
 	{
-		rseg_t many[MAX_SEG];
+		struct virtio_blk_discard_write_zeroes many[MAX_SEG];
 		unsigned int i;
 
 		for (i = 0; i < MAX_SEG; i++)
@@ -912,7 +913,7 @@ TEST_F(hostile, write_zeroes_at_the_last_sector)
 	struct range_kind wk = write_zeroes_kind(e);
 	uint64_t seed = new_seed(e);
 	uint8_t want[16];
-	rseg_t seg;
+	struct virtio_blk_discard_write_zeroes seg;
 
 	area_fill(_metadata, e, vq, e->sectors - 16, 16, seed);
 	rseg(&seg, e->sectors - 3, 3, 0);
@@ -936,7 +937,7 @@ TEST_F(hostile, secure_erase_is_unsupp_and_not_offered_without_support)
 	struct vq *vq = &e->dev.vq[0];
 	struct virtio_blk_config cfg;
 	uint64_t seed = new_seed(e), f = 0;
-	rseg_t seg;
+	struct virtio_blk_discard_write_zeroes seg;
 
 	ASSERT_EQ(0, vblk_get_features(e->dev.fd, &f));
 	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
@@ -1001,7 +1002,7 @@ TEST_F_TIMEOUT(hostile, unknown_and_zone_types_are_unsupp_and_touch_nothing,
 		rd = galloc(_metadata, e, 512, 512, 0);
 		wr = galloc(_metadata, e, 512, 512, 0);
 		st = galloc(_metadata, e, 1, 64, 0);
-		rseg((rseg_t *)rd, AREA, 8, 0);
+		rseg((struct virtio_blk_discard_write_zeroes *)rd, AREA, 8, 0);
 		ch_add(&c, e, h, sizeof(*h), 0);
 		ch_add(&c, e, rd, 512, 0);
 		ch_add(&c, e, wr, 512, VRING_DESC_F_WRITE);
@@ -1010,7 +1011,7 @@ TEST_F_TIMEOUT(hostile, unknown_and_zone_types_are_unsupp_and_touch_nothing,
 		ASSERT_STATUS(VIRTIO_BLK_S_UNSUPP, *st, "type %#x", type);
 		ASSERT_EQ(1U, used) TH_LOG("type %#x", type);
 		expect_canary(_metadata, e, wr, 512 + 64, "writable data");
-		ASSERT_EQ(AREA, ((rseg_t *)rd)->sector);
+		ASSERT_EQ(AREA, ((struct virtio_blk_discard_write_zeroes *)rd)->sector);
 		guest_release(&e->gm, mark);
 	}
 	area_expect(_metadata, e, vq, AREA, 8, seed, NULL,
@@ -1053,7 +1054,7 @@ static void write_types_fail(struct __test_metadata *_metadata, struct env *e,
 	static const uint32_t split[] = { 512, 1536, 2048 };
 	struct layout lo = { .nseg = 3, .seg = split };
 	uint64_t cap = e->sectors;
-	rseg_t segs[MAX_SEG];
+	struct virtio_blk_discard_write_zeroes segs[MAX_SEG];
 	uint8_t buf[4096];
 	unsigned int i, t;
 	char what[64];
@@ -1423,7 +1424,7 @@ TEST_F(hostile, chain_without_writable_byte_is_dropped_with_used_len_0)
 
 		ch_add(&c, e, h, sizeof(*h), 0);
 		if (types[v] == VIRTIO_BLK_T_WRITE_ZEROES) {
-			rseg((rseg_t *)d, AREA, 16, 0);
+			rseg((struct virtio_blk_discard_write_zeroes *)d, AREA, 16, 0);
 			ch_add(&c, e, d, RSEG_SIZE, 0);
 		} else if (v == 1) {
 			/* Writable descriptors, all of length zero. */

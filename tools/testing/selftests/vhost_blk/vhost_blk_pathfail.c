@@ -101,7 +101,7 @@ static struct guest_mem gm;
 static uint64_t answered, ioerr, posted, rnd_state;
 static unsigned int inflight, tap_n;
 
-static void usage(FILE *f, const char *prog)
+static void print_usage(FILE *f, const char *prog)
 {
 	fprintf(f,
 "Usage: %s --backend PATH --stop-file PATH [options]\n"
@@ -252,7 +252,8 @@ static int harvest(int timeout_ms, uint64_t *bad_read)
 		return err;
 	sl = u.token;		/* &slot->req, its first member */
 	if (u.bad || !sl || !sl->inflight) {
-		fprintf(stderr, "# used element id %u len %u: no request of that head is in flight (answered twice?)\n",
+		fprintf(stderr,
+			"# used element id %u len %u: no request of that head is in flight (answered twice?)\n",
 			u.id, u.len);
 		return -EPROTO;
 	}
@@ -276,7 +277,8 @@ static int harvest(int timeout_ms, uint64_t *bad_read)
 
 			if (g < bs[sl->block].ok_gen ||
 			    g > bs[sl->block].issued_gen) {
-				fprintf(stderr, "# block %" PRIu64 " sector %u: %s (acknowledged generation %u, last written %u)\n",
+				fprintf(stderr, "# block %" PRIu64
+					" sector %u: %s (acknowledged generation %u, last written %u)\n",
 					sl->block, s,
 					g < 0 ? "not data this program wrote there" :
 						"a generation it does not hold",
@@ -384,25 +386,46 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "b:S:p:f:n:q:t:s:h", lo, NULL)) != -1) {
 		switch (c) {
-		case 'b': o.backend = optarg; break;
-		case 'S': o.stop_file = optarg; break;
-		case 'p': o.progress_file = optarg; break;
-		case 'f': o.first_block = parse_u64("--first-block", optarg); break;
-		case 'n': o.blocks = parse_u64("--blocks", optarg); break;
-		case 'q': o.depth = (unsigned int)parse_u64("--depth", optarg); break;
-		case 't': o.drain_s = (unsigned int)parse_u64("--drain-timeout", optarg); break;
-		case 's': o.seed = parse_u64("--seed", optarg); break;
-		case 'h': usage(stdout, argv[0]); return 0;
-		default: usage(stderr, argv[0]); return 2;
+		case 'b':
+			o.backend = optarg;
+			break;
+		case 'S':
+			o.stop_file = optarg;
+			break;
+		case 'p':
+			o.progress_file = optarg;
+			break;
+		case 'f':
+			o.first_block = parse_u64("--first-block", optarg);
+			break;
+		case 'n':
+			o.blocks = parse_u64("--blocks", optarg);
+			break;
+		case 'q':
+			o.depth = (unsigned int)parse_u64("--depth", optarg);
+			break;
+		case 't':
+			o.drain_s = (unsigned int)parse_u64("--drain-timeout", optarg);
+			break;
+		case 's':
+			o.seed = parse_u64("--seed", optarg);
+			break;
+		case 'h':
+			print_usage(stdout, argv[0]);
+			return 0;
+		default:
+			print_usage(stderr, argv[0]);
+			return 2;
 		}
 	}
 	if (!o.backend || !o.stop_file || optind != argc) {
-		usage(stderr, argv[0]);
+		print_usage(stderr, argv[0]);
 		return 2;
 	}
 	if (!o.depth || o.depth > 64 || o.blocks < 2 * o.depth ||
 	    o.blocks > (1ULL << 24) || !o.drain_s || o.drain_s > 3600) {
-		fprintf(stderr, "vhost_blk_pathfail: --depth 1-64, --blocks at least twice the depth and at most 2^24, --drain-timeout 1-3600\n");
+		fprintf(stderr,
+			"vhost_blk_pathfail: --depth 1-64, --blocks at least twice the depth and at most 2^24, --drain-timeout 1-3600\n");
 		return 2;
 	}
 	rnd_state = o.seed * 2654435761ULL + 1;
@@ -454,7 +477,8 @@ int main(int argc, char **argv)
 	       o.depth, o.seed);
 
 	err = run_writes(true, true, &bad_read);
-	tap(!err && !ioerr, "the window written once before the path fails (%" PRIu64 " writes, %" PRIu64 " IOERR)",
+	tap(!err && !ioerr, "the window written once before the path fails (%" PRIu64
+	    " writes, %" PRIu64 " IOERR)",
 	    answered, ioerr);
 	if (err)
 		goto out;
@@ -466,7 +490,8 @@ int main(int argc, char **argv)
 	posted_outage = posted - posted_outage;
 	while (!err && inflight)
 		err = harvest(o.drain_s * 1000, &bad_read);
-	tap(!err, "every write posted while the path failed was answered once (%" PRIu64 " posted, %" PRIu64 " IOERR, %u never answered)%s",
+	tap(!err, "every write posted while the path failed was answered once (%" PRIu64
+	    " posted, %" PRIu64 " IOERR, %u never answered)%s",
 	    posted_outage, ioerr - ioerr_outage, inflight,
 	    err == -ETIMEDOUT ? ": a request was lost" :
 	    err == -EPROTO ? ": an answer to no request in flight" : "");
@@ -474,7 +499,9 @@ int main(int argc, char **argv)
 		goto out;
 
 	err = run_writes(true, false, &bad_read);
-	tap(!err && !bad_read, "every sector holds the data of its last acknowledged write, or of a failed one after it (%" PRIu64 " blocks read, %" PRIu64 " wrong)",
+	tap(!err && !bad_read,
+	    "every sector holds the data of its last acknowledged write, or of a failed one after it (%"
+	    PRIu64 " blocks read, %" PRIu64 " wrong)",
 	    o.blocks, bad_read);
 	if (err)
 		goto out;
@@ -484,7 +511,8 @@ int main(int argc, char **argv)
 	for (b = 0; !err && b < o.blocks; b++)
 		if (bs[b].ok_gen != bs[b].issued_gen)
 			err = -EIO;
-	tap(!err && ioerr == ioerr_outage, "afterwards every block is written again, all OK (%" PRIu64 " IOERR)",
+	tap(!err && ioerr == ioerr_outage,
+	    "afterwards every block is written again, all OK (%" PRIu64 " IOERR)",
 	    ioerr - ioerr_outage);
 	if (err)
 		goto out;

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdalign.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -407,7 +408,7 @@ TEST_F(vhost_blk_trust, backend_made_read_only_after_attach_stops_writes)
 /* The inotify events waiting on @fd, ORed; 0 if none. */
 static uint32_t inotify_events(int fd)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	alignas(__alignof__(struct inotify_event)) char buf[4096];
 	const struct inotify_event *ev;
 	uint32_t mask = 0;
 	ssize_t n, off;
@@ -764,7 +765,8 @@ TEST_F(vhost_blk_trust, kthread_workers_and_sync_task_are_in_the_vmm_cgroup)
 		EXPECT_NE(0, ioctl(fd, VHOST_GET_FORK_FROM_OWNER, &mode));
 		EXPECT_EQ(ENOTTY, errno);
 		close(fd);
-		SKIP(return, "no VHOST_SET_FORK_FROM_OWNER in this kernel: its workers are always vhost_tasks");
+		SKIP(return,
+		     "no VHOST_SET_FORK_FROM_OWNER in this kernel: its workers are always vhost_tasks");
 	}
 	ASSERT_EQ(0, err);
 	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_GET_FORK_FROM_OWNER, &mode))

@@ -404,10 +404,11 @@ int vq_wait_used(struct vq *vq, struct vq_used *out, int timeout_ms)
 		if (r && r != -ETIMEDOUT)
 			return r;
 	}
-	guest_log("vq %u: no completion within %d ms (inflight %u, avail idx %u, used idx %u, last used %u)",
-		  vq->index, timeout_ms, vq->inflight, vq->avail_idx,
-		  __atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE),
-		  vq->last_used_idx);
+	guest_log(
+		"vq %u: no completion within %d ms (inflight %u, avail idx %u, used idx %u, last used %u)",
+		vq->index, timeout_ms, vq->inflight, vq->avail_idx,
+		__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE),
+		vq->last_used_idx);
 	return -ETIMEDOUT;
 }
 
