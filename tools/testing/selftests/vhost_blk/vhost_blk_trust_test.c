@@ -703,18 +703,16 @@ static void tasks_in_cgroup(const char *dir_path, const char *comm,
 }
 
 /*
- * The tasks that work for the guest, the vhost worker (vhost-PID) and the
- * sync task (vhost-blk-PID), are in the VMM's cgroup: threads of the VMM
- * on 6.12, kthreads moved there on 6.1.  A FLUSH makes sure the sync task
- * has run.
+ * After a FLUSH (so that the sync task has run): the vhost worker
+ * (vhost-PID) and the sync task (vhost-blk-PID) are one task each, in the
+ * caller's cgroup; with @kthreads, neither is a thread of the caller.
  */
-TEST_F(vhost_blk_trust, worker_and_sync_task_are_in_the_vmm_cgroup)
+static void expect_guest_tasks(struct __test_metadata *_metadata,
+			       struct env *e, bool kthreads)
 {
-	struct env *e = &self->e;
 	char ours[PATH_MAX], comm[2][32];
-	int i, found, inside;
+	int i, threads, found, inside;
 
-	reopen_in_cgroup(_metadata, self);
 	ASSERT_EQ(0, read_line("/proc/self/cgroup", ours, sizeof(ours)));
 	expect_result(_metadata,
 		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_FLUSH, 0,
@@ -723,16 +721,30 @@ TEST_F(vhost_blk_trust, worker_and_sync_task_are_in_the_vmm_cgroup)
 	snprintf(comm[0], sizeof(comm[0]), "vhost-%d", getpid());
 	snprintf(comm[1], sizeof(comm[1]), "vhost-blk-%d", getpid());
 	for (i = 0; i < 2; i++) {
-		found = 0;
+		threads = 0;
 		inside = 0;
-		tasks_in_cgroup("/proc/self/task", comm[i], ours, &found,
+		tasks_in_cgroup("/proc/self/task", comm[i], ours, &threads,
 				&inside);
+		EXPECT_EQ(0, kthreads ? threads : 0)
+			TH_LOG("%s is a thread of the VMM", comm[i]);
+		found = threads;
 		tasks_in_cgroup("/proc", comm[i], ours, &found, &inside);
 		EXPECT_EQ(1, found) TH_LOG("tasks named %s", comm[i]);
 		EXPECT_EQ(found, inside)
 			TH_LOG("%s: %d of %d in %s", comm[i], inside, found,
 			       ours);
 	}
+}
+
+/*
+ * The tasks that work for the guest, the vhost worker and the sync task,
+ * are in the VMM's cgroup: threads of the VMM on 6.12, kthreads moved
+ * there on 6.1.
+ */
+TEST_F(vhost_blk_trust, worker_and_sync_task_are_in_the_vmm_cgroup)
+{
+	reopen_in_cgroup(_metadata, self);
+	expect_guest_tasks(_metadata, &self->e, false);
 }
 
 /*
@@ -750,9 +762,8 @@ TEST_F(vhost_blk_trust, kthread_workers_and_sync_task_are_in_the_vmm_cgroup)
 		.backend_fd = e->backend_fd,
 		.kthread_workers = true,
 	};
-	char ours[PATH_MAX], comm[2][32];
-	int i, err, threads, found, inside;
 	uint8_t mode = 0xff;
+	int err;
 
 	vblk_close(&e->dev);
 	host_cgroup_enter(_metadata, &self->cg);
@@ -772,30 +783,9 @@ TEST_F(vhost_blk_trust, kthread_workers_and_sync_task_are_in_the_vmm_cgroup)
 	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_GET_FORK_FROM_OWNER, &mode))
 		TH_LOG("VHOST_GET_FORK_FROM_OWNER: %s", strerror(errno));
 	EXPECT_EQ(VHOST_FORK_OWNER_KTHREAD, mode);
-	ASSERT_EQ(0, read_line("/proc/self/cgroup", ours, sizeof(ours)));
 
 	rw_verify(_metadata, e, &e->dev.vq[0], 2048, 16 * KiB, NULL, NULL);
-	expect_result(_metadata,
-		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_FLUSH, 0,
-			   NULL, 0, NULL),
-		      VIRTIO_BLK_S_OK, 1, "FLUSH");
-	snprintf(comm[0], sizeof(comm[0]), "vhost-%d", getpid());
-	snprintf(comm[1], sizeof(comm[1]), "vhost-blk-%d", getpid());
-	for (i = 0; i < 2; i++) {
-		threads = 0;
-		inside = 0;
-		tasks_in_cgroup("/proc/self/task", comm[i], ours, &threads,
-				&inside);
-		EXPECT_EQ(0, threads) TH_LOG("%s is a thread of the VMM",
-					     comm[i]);
-		found = 0;
-		inside = 0;
-		tasks_in_cgroup("/proc", comm[i], ours, &found, &inside);
-		EXPECT_EQ(1, found) TH_LOG("kthreads named %s", comm[i]);
-		EXPECT_EQ(found, inside)
-			TH_LOG("%s: %d of %d in %s", comm[i], inside, found,
-			       ours);
-	}
+	expect_guest_tasks(_metadata, e, true);
 }
 
 /*
