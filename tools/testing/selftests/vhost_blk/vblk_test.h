@@ -6,8 +6,12 @@
  *
  * The backend under test is VHOST_BLK_TEST_DEV, a block device or a regular
  * file of at least 128 MiB, opened O_RDWR; its content is overwritten.
- * Without it, or without /dev/vhost-blk, every test is skipped, or fails
- * if VHOST_BLK_TEST_STRICT is set to anything but 0 (as make check does).
+ * Without it the program makes its own before the first test, as the ublk
+ * selftests do (vblk_own_backend()): a memory-backed null_blk device
+ * through configfs, or a loop device on a sparse file; it is removed when
+ * the program exits.  Without /dev/vhost-blk, or if no backend can be
+ * made, every test is skipped, or fails if VHOST_BLK_TEST_STRICT is set to
+ * anything but 0 (as the project's make check does).
  */
 #ifndef VBLK_TEST_H
 #define VBLK_TEST_H
@@ -24,6 +28,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/sysmacros.h>
 #include <linux/fs.h>
 
@@ -291,6 +296,155 @@ static inline void env_attach(struct __test_metadata *_metadata,
 	e->nq = cfg.num_queues;
 	ASSERT_LE(1U, e->nq);
 	ASSERT_GE((unsigned int)VBLK_MAX_VQS, e->nq);
+}
+
+/*
+ * The backend the program made itself, if VHOST_BLK_TEST_DEV was not set:
+ * removed by the process that made it, at exit (the harness forks a child
+ * per test, and the children must leave it alone).
+ */
+static struct {
+	pid_t owner;
+	char nullb[128];		/* configfs directory */
+	char loop[64];			/* loop device */
+	char image[64];			/* its backing file */
+} vblk_own;
+
+/* Write @val to the configfs attribute @attr of @dir; 0 or -1. */
+static inline int vblk_own_set(const char *dir, const char *attr,
+			       const char *val)
+{
+	char path[192];
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, attr);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ok = write(fd, val, strlen(val)) == (ssize_t)strlen(val);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* 256 MiB of null_blk in memory, with discard; its device node or NULL. */
+static inline const char *vblk_own_nullb(char *dev, size_t len)
+{
+	static const char *const attrs[][2] = {
+		{ "size", "256" }, { "memory_backed", "1" },
+		{ "blocksize", "512" }, { "discard", "1" }, { "power", "1" },
+	};
+	char index[16] = "", path[160];
+	unsigned int i, tries;
+	FILE *f;
+
+	if (system("modprobe null_blk nr_devices=0 >/dev/null 2>&1") ||
+	    access("/sys/kernel/config/nullb", F_OK))
+		return NULL;
+	snprintf(vblk_own.nullb, sizeof(vblk_own.nullb),
+		 "/sys/kernel/config/nullb/vblk-selftest-%d", getpid());
+	if (mkdir(vblk_own.nullb, 0755)) {
+		vblk_own.nullb[0] = 0;
+		return NULL;
+	}
+	for (i = 0; i < ARRAY_SIZE(attrs); i++)
+		if (vblk_own_set(vblk_own.nullb, attrs[i][0], attrs[i][1]))
+			return NULL;
+	snprintf(path, sizeof(path), "%s/index", vblk_own.nullb);
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(index, sizeof(index), f))
+			index[0] = 0;
+		fclose(f);
+	}
+	index[strcspn(index, "\n")] = 0;
+	/* Named after the configfs directory since 6.x, nullbN before. */
+	for (tries = 0; tries < 100; tries++) {
+		snprintf(dev, len, "/dev/vblk-selftest-%d", getpid());
+		if (!access(dev, F_OK))
+			return dev;
+		snprintf(dev, len, "/dev/nullb%s", index);
+		if (index[0] && !access(dev, F_OK))
+			return dev;
+		usleep(20000);
+	}
+	return NULL;
+}
+
+/* A loop device on a sparse 256 MiB file in /tmp; its node or NULL. */
+static inline const char *vblk_own_loop(char *dev, size_t len)
+{
+	char cmd[160];
+	FILE *p;
+	int fd;
+
+	snprintf(vblk_own.image, sizeof(vblk_own.image),
+		 "/tmp/vblk-selftest-%d.img", getpid());
+	fd = open(vblk_own.image, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		  0600);
+	if (fd < 0 || ftruncate(fd, 256 * MiB)) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "losetup --find --show %s 2>/dev/null",
+		 vblk_own.image);
+	p = popen(cmd, "r");
+	if (!p)
+		return NULL;
+	if (!fgets(dev, len, p))
+		dev[0] = 0;
+	pclose(p);
+	dev[strcspn(dev, "\n")] = 0;
+	if (!dev[0])
+		return NULL;
+	snprintf(vblk_own.loop, sizeof(vblk_own.loop), "%s", dev);
+	return dev;
+}
+
+static inline void vblk_own_remove(void)
+{
+	char cmd[96];
+
+	if (vblk_own.owner != getpid())
+		return;
+	if (vblk_own.nullb[0]) {
+		vblk_own_set(vblk_own.nullb, "power", "0");
+		rmdir(vblk_own.nullb);
+	}
+	if (vblk_own.loop[0]) {
+		snprintf(cmd, sizeof(cmd), "losetup -d %s 2>/dev/null",
+			 vblk_own.loop);
+		if (system(cmd))
+			fprintf(stderr, "# could not detach %s\n",
+				vblk_own.loop);
+	}
+	if (vblk_own.image[0])
+		unlink(vblk_own.image);
+}
+
+/*
+ * Before the harness runs: without VHOST_BLK_TEST_DEV, and with
+ * /dev/vhost-blk there (as root), make a backend and name it in
+ * VHOST_BLK_TEST_DEV for every test.
+ */
+__attribute__((constructor)) static void vblk_own_backend(void)
+{
+	static char dev[160];
+	const char *path = getenv("VHOST_BLK_TEST_DEV");
+
+	if ((path && *path) || access(VBLK_DEV_PATH, F_OK) || geteuid())
+		return;
+	vblk_own.owner = getpid();
+	atexit(vblk_own_remove);
+	path = vblk_own_nullb(dev, sizeof(dev));
+	if (!path) {
+		vblk_own_remove();
+		vblk_own.nullb[0] = 0;
+		path = vblk_own_loop(dev, sizeof(dev));
+	}
+	if (path)
+		setenv("VHOST_BLK_TEST_DEV", path, 1);
 }
 
 /* Whether a missing device must fail the test (VHOST_BLK_TEST_STRICT). */
