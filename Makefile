@@ -40,6 +40,8 @@ export KREL KSRC KREL_61 KSRC_61
 
 KDIR  := /usr/src/linux-headers-$(KREL)
 SELFTEST_DIR := tools/testing/selftests/vhost_blk
+# The project's own CI: make check's runner, the test VM, the package test.
+CI_DIR := tools/testing/vhost-blk-ci
 BRIDGE_DIR := tools/vhost-blk-bridge
 BENCH_DIR := tools/vhost-blk-bench
 
@@ -126,14 +128,14 @@ tools: $(BUILD)/kernel.env
 # The builds are run_check.sh's first results: one that fails is a failed
 # result, and the summary line is printed all the same.
 check: $(BUILD)/kernel.env
-	bash $(SELFTEST_DIR)/run_check.sh --build "all module-debug module-6.1 deb"
+	bash $(CI_DIR)/run_check.sh --build "all module-debug module-6.1 deb"
 
 # The long fuzz run: FUZZ_DEBUG_REQUESTS (default 10^6) fuzzer requests per
 # backend on the debug kernel, plus the rest of the hostile-guest suite and
 # the kmemleak and lockdep checks.  Results in build/vm-out/fuzz-debug.
 FUZZ_DEBUG_REQUESTS ?= 1000000
 fuzz-debug: all module-debug
-	bash $(SELFTEST_DIR)/run_check.sh --fuzz-debug $(FUZZ_DEBUG_REQUESTS)
+	bash $(CI_DIR)/run_check.sh --fuzz-debug $(FUZZ_DEBUG_REQUESTS)
 
 BRIDGE_FUZZ_RUNS ?= 10000000
 fuzz-bridge: $(BUILD)/kernel.env
@@ -191,9 +193,9 @@ deb: $(BUILD)/kernel.env
 # The packages installed, used and purged in the test VM (stock kernel,
 # no module loaded by the runner): package_test.sh.
 package-test: deb tools
-	bash $(SELFTEST_DIR)/vm/run-vm.sh --no-module --timeout 1800 \
+	bash $(CI_DIR)/vm/run-vm.sh --no-module --timeout 1800 \
 		--out $(BUILD)/vm-out/package -- \
-		bash $(SELFTEST_DIR)/package_test.sh \
+		bash $(CI_DIR)/package_test.sh \
 		--tap $(BUILD)/vm-out/package/package.tap $(DEB_DIR)
 
 clean:

@@ -12,7 +12,7 @@ set -euo pipefail
 me=debug-kernel
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$top/build}
-fragment=$top/tools/testing/selftests/vhost_blk/vm/debug-kernel.config
+fragment=$top/tools/testing/vhost-blk-ci/vm/debug-kernel.config
 # The base configuration the fragment is merged into.  tinyconfig builds
 # in a fraction of defconfig's time and, with the fragment, boots the
 # test VM.

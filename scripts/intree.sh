@@ -40,9 +40,10 @@ kselftests there:
      --kernel 7.3, which loads the out-of-tree vhost_blk.ko of 'make
      module-7.3': the Debian kernel cannot load a module of another
      configuration) and run 'make -C
-     tools/testing/selftests TARGETS=vhost_blk run_tests' there with
-     VHOST_BLK_TEST_DEV=/dev/ram0 and VHOST_BLK_TEST_STRICT=1; every
-     program must be 'ok', none skipped.
+     tools/testing/selftests TARGETS=vhost_blk run_tests' there, as anyone
+     would, with no VHOST_BLK_TEST_DEV (each program makes its own
+     null_blk backend) but VHOST_BLK_TEST_STRICT=1; every program must be
+     'ok', none skipped.
 
 Logs: $base/*.log.  The last line is "intree: ok (N s)" or
 "intree: error: WHAT (see LOG)".
@@ -305,8 +306,8 @@ if [ "$vm" = 1 ]; then
 	mkdir -p "$vmout"
 	rm -f "$rlog"
 	vmrc=0
-	VHOST_BLK_TEST_DEV=/dev/ram0 VHOST_BLK_TEST_STRICT=1 \
-		bash "$top/tools/testing/selftests/vhost_blk/vm/run-vm.sh" \
+	VHOST_BLK_TEST_DEV= VHOST_BLK_TEST_STRICT=1 \
+		bash "$top/tools/testing/vhost-blk-ci/vm/run-vm.sh" \
 		--kernel 7.3 --out "$vmout" --tcg-threads single --timeout 1800 -- \
 		bash -c '
 			# kselftest/runner.sh writes the programs'"'"' output to
@@ -318,7 +319,7 @@ if [ "$vm" = 1 ]; then
 			make -C "$1" TARGETS=vhost_blk run_tests >"$2" 2>&1' \
 		run_tests "$ksel" "$rlog" >"$base/vm.log" 2>&1 || vmrc=$?
 	if [ "$vmrc" != 0 ]; then
-		why=$(bash "$top/tools/testing/selftests/vhost_blk/tap_count.sh" \
+		why=$(bash "$top/tools/testing/vhost-blk-ci/tap_count.sh" \
 			--vm-result vm "$vmrc" "$vmout" 1800 | sed -n 's/^not ok 1 vm - //p')
 		die "run_tests in the VM: $why" "$base/vm.log"
 	fi
@@ -327,7 +328,7 @@ if [ "$vm" = 1 ]; then
 	# The runner's own TAP lines (the programs' are indented with '# ').
 	grep -E '^(TAP version|1\.\.|(not )?ok [0-9]|Bail out)' "$rlog" >"$base/run_tests.tap" ||
 		die "no TAP in $rlog" "$rlog"
-	summary=$(bash "$top/tools/testing/selftests/vhost_blk/tap_count.sh" \
+	summary=$(bash "$top/tools/testing/vhost-blk-ci/tap_count.sh" \
 		--name run_tests "$base/run_tests.tap") || true
 	printf '%s\n' "$summary" | sed 's/^/  /' >&2
 	[ "${summary##*$'\n'}" = "$nprogs passed, 0 failed" ] ||

@@ -8,7 +8,7 @@
 # CPU per request of each, and B/A of the medians.
 #
 # Host side:
-#   tools/testing/selftests/vhost_blk/vm/run-vm.sh --tcg-threads single \
+#   tools/testing/vhost-blk-ci/vm/run-vm.sh --tcg-threads single \
 #       --out DIR -- bash tools/vhost-blk-bench/ab.sh A.ko B.ko
 #
 # Under TCG the figures are those of an emulated CPU: only B/A carries

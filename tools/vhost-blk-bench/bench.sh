@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The vhost-blk benchmark matrix, run inside the vhost-blk test VM (see
-# tools/testing/selftests/vhost_blk/vm/run-vm.sh): sets up the null_blk and
+# tools/testing/vhost-blk-ci/vm/run-vm.sh): sets up the null_blk and
 # brd disks, starts and stops a qemu-storage-daemon vhost-user-blk export
 # per disk, runs vhost-blk-bench over every disk and back-end, and writes
 # one JSON document (plus the tables and a Markdown summary) to --out.
@@ -17,8 +17,8 @@ BUILD=${BUILD:-$repo/build}
 bin=${VHOST_BLK_BENCH_BIN:-$BUILD/vhost-blk-bench/vhost-blk-bench}
 # shellcheck source=../testing/selftests/vhost_blk/nvme_tcp.sh
 . "$repo/tools/testing/selftests/vhost_blk/nvme_tcp.sh"
-# shellcheck source=../testing/selftests/vhost_blk/ceph_rbd.sh
-. "$repo/tools/testing/selftests/vhost_blk/ceph_rbd.sh"
+# shellcheck source=../testing/vhost-blk-ci/ceph_rbd.sh
+. "$repo/tools/testing/vhost-blk-ci/ceph_rbd.sh"
 qsd_bin=${VHOST_BLK_BENCH_QSD:-qemu-storage-daemon}
 
 usage() {

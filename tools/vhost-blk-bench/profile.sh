@@ -8,7 +8,7 @@
 # vhost worker's flat profile (self time per symbol).
 #
 # Host side:
-#   tools/testing/selftests/vhost_blk/vm/run-vm.sh --no-module --out DIR -- \
+#   tools/testing/vhost-blk-ci/vm/run-vm.sh --no-module --out DIR -- \
 #       bash tools/vhost-blk-bench/profile.sh before.ko after.ko
 #
 # Under TCG the samples are of an emulated CPU: shares of the worker's own

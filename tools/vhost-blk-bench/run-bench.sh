@@ -18,7 +18,7 @@ usage() {
 	cat <<EOF
 Usage: $me [OPTIONS] [-- BENCH.SH OPTIONS]
 
-Boot the vhost-blk test VM (tools/testing/selftests/vhost_blk/vm/run-vm.sh),
+Boot the vhost-blk test VM (tools/testing/vhost-blk-ci/vm/run-vm.sh),
 run the benchmark matrix in it (bench.sh), then on the host draw the chart
 (plot.sh) and write
 
@@ -76,7 +76,7 @@ VHOST_BLK_BENCH_HOST_CPUS=$(nproc)
 export VHOST_BLK_BENCH_HOST_LOAD
 VHOST_BLK_BENCH_HOST_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 
-vm=$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh
+vm=$repo/tools/testing/vhost-blk-ci/vm/run-vm.sh
 if [ "$smoke" = 1 ]; then
 	exec bash "$vm" "${vm_opts[@]}" --timeout "$timeout_s" --out "$out" -- \
 		bash "$dir/bench.sh" --smoke --out "$out"

@@ -102,6 +102,8 @@ programs=(vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test
 	vhost_blk_trust_test)
 [ "$hostile_only" = 0 ] || programs=()
 here=$(cd "$(dirname "$0")" && pwd)
+# hostile.sh, perf_check.sh and the NVMe/TCP scripts: with the selftests.
+selftests=$(cd "$here/../selftests/vhost_blk" && pwd)
 backends=(brd nullb ext4 nvmetcp)
 # The debug kernel is built without an IP stack (vm/debug-kernel.config);
 # Debian's 6.1 and 7.3 have NVMe/TCP, but their passes keep to the local
@@ -150,8 +152,8 @@ setup_nullb() {
 		discard=1 blocksize=512 irqmode=2 completion_nsec=50000
 }
 
-# shellcheck source=nvme_tcp.sh
-. "$here/nvme_tcp.sh"
+# shellcheck source=../selftests/vhost_blk/nvme_tcp.sh
+. "$selftests/nvme_tcp.sh"
 
 # 256 MB in memory, with discard, exported over NVMe/TCP; the target
 # completes it.
@@ -301,7 +303,7 @@ fi
 # test.
 if [ "${#hostile_backends[@]}" -gt 0 ]; then
 	tap=$out/${prefix}hostile.tap
-	bash "$here/hostile.sh" --bindir "$bindir" --log "$out" \
+	bash "$selftests/hostile.sh" --bindir "$bindir" --log "$out" \
 		${fuzz_requests:+--requests "$fuzz_requests"} \
 		"${hostile_backends[@]}" >"$tap" 2>"$out/${prefix}hostile.log"
 	note "hostile: $(grep -c '^ok' "$tap") ok, $(grep -c '^not ok' "$tap") not ok"
@@ -312,18 +314,18 @@ if [ "$pass" = stock ]; then
 	# NVMe/TCP path failure: the target's port down for 5 s under a
 	# writing guest, then back before ctrl_loss_tmo.
 	tap=$out/nvmetcp.pathfail.tap
-	bash "$here/nvme_tcp_pathfail.sh" "$bindir" >"$tap" 2>"$out/nvmetcp.pathfail.log"
+	bash "$selftests/nvme_tcp_pathfail.sh" "$bindir" >"$tap" 2>"$out/nvmetcp.pathfail.log"
 	note "nvmetcp path failure: $(grep -c '^ok' "$tap") ok, $(grep -c '^not ok' "$tap") not ok"
 	grep '^not ok ' "$tap" | sed 's/^/in_vm:   /'
 
 	# vhost-blk-bench --smoke: every back-end kind runs and its counts
 	# add up.
-	bash "$here/../../../vhost-blk-bench/bench.sh" --smoke \
+	bash "$here/../../vhost-blk-bench/bench.sh" --smoke \
 		--out "$out/bench-smoke" >"$out/bench.smoke.tap" 2>"$out/bench.smoke.log"
 	note "bench smoke: $(grep -c '^ok' "$out/bench.smoke.tap") ok, $(grep -c '^not ok' "$out/bench.smoke.tap") not ok"
 
 	# The tracepoints through perf, on brd.
-	bash "$here/perf_check.sh" "$bindir" /dev/ram0 >"$out/perf.tap" 2>&1
+	bash "$selftests/perf_check.sh" "$bindir" /dev/ram0 >"$out/perf.tap" 2>&1
 	note "perf: $(grep -c '^ok' "$out/perf.tap") of 4 ok"
 	exit 0
 fi

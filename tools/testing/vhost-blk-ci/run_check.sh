@@ -40,7 +40,7 @@ shopt -s nullglob
 
 me=run_check.sh
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../../../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 BUILD=${BUILD:-$repo/build}
 export BUILD
 bindir=$BUILD/selftests

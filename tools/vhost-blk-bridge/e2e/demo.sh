@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make demo: vhost-blk end to end, with numbers.  In the test VM
-# (tools/testing/selftests/vhost_blk/vm/run-vm.sh, which loads vhost_blk.ko),
+# (tools/testing/vhost-blk-ci/vm/run-vm.sh, which loads vhost_blk.ko),
 # vhost-blk-bridge serves a null_blk device to an unmodified QEMU
 # (-device vhost-user-blk-pci); the small guest of the end-to-end test runs
 # fio-demo.job on it: 4 KiB random reads and writes at iodepth 1 and 16.
@@ -71,7 +71,7 @@ mapfile -t guest <"$out/guest-paths"
 msg "booting the test VM (QEMU TCG): 2-3 min in all; log: $out/vm.log"
 t1=$(date +%s)
 set +e
-bash "$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh" \
+bash "$repo/tools/testing/vhost-blk-ci/vm/run-vm.sh" \
 	--timeout "$timeout_s" --out "$out" --brd-mib 256 -- \
 	bash "$e2e_dir/in-vm.sh" --kernel "${guest[0]}" --tools "${guest[1]}" \
 	--bridge "$BUILD/tools/vhost-blk-bridge" --out "$out" --backend "$backend" \

@@ -3,7 +3,7 @@
 #
 # End-to-end test of vhost-blk-bridge with unmodified QEMU, from the host:
 # build the bridge and the nested guest (build-guest.sh), then boot the
-# test VM (tools/testing/selftests/vhost_blk/vm/run-vm.sh), which loads
+# test VM (tools/testing/vhost-blk-ci/vm/run-vm.sh), which loads
 # vhost_blk.ko and runs in-vm.sh.  See --help.
 set -euo pipefail
 
@@ -117,7 +117,7 @@ echo "run.sh: build step $(( $(date +%s) - t0 )) s"
 stage=vm
 
 # --brd-mib: /dev/ram0 of 256 MiB for --backend brd.
-bash "$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh" \
+bash "$repo/tools/testing/vhost-blk-ci/vm/run-vm.sh" \
 	--timeout "$timeout_s" --out "$out" --brd-mib 256 "${vm_args[@]}" -- \
 	bash "$e2e_dir/in-vm.sh" --kernel "${guest[0]}" --tools "${guest[1]}" \
 	--bridge "$BUILD/tools/vhost-blk-bridge" --out "$out" "${args[@]}" && vm_rc=0 || vm_rc=$?

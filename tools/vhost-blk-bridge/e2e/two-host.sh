@@ -17,7 +17,7 @@ tool_dir=$(cd "$e2e_dir/.." && pwd)
 repo=$(cd "$tool_dir/../.." && pwd)
 BUILD=${BUILD:-$repo/build}
 export BUILD
-vm=$repo/tools/testing/selftests/vhost_blk/vm/run-vm.sh
+vm=$repo/tools/testing/vhost-blk-ci/vm/run-vm.sh
 
 usage() {
 	cat <<EOF

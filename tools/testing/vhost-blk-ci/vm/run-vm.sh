@@ -10,7 +10,7 @@ set -euo pipefail
 
 me=run-vm
 vm_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$vm_dir/../../../../.." && pwd)
+repo=$(cd "$vm_dir/../../../.." && pwd)
 BUILD=${BUILD:-$repo/build}
 
 usage() {
