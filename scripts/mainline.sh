@@ -206,9 +206,14 @@ if [ ! -f "$kimg/complete" ]; then
 	done
 	mods=$tmp/root/lib/modules/$krel
 	[ -d "$mods" ] || mods=$tmp/root/usr/lib/modules/$krel
-	[ -f "$tmp/root/boot/vmlinuz-$krel" ] || die "no vmlinuz-$krel in the $krel packages"
+	# /boot/vmlinuz-KREL, or (the packages since 7.3.4-1~bpo13+1, where
+	# linux-image-KREL is a metapackage of linux-binary-KREL and
+	# linux-modules-KREL) /usr/lib/modules/KREL/vmlinuz.
+	vmlinuz=$tmp/root/boot/vmlinuz-$krel
+	[ -f "$vmlinuz" ] || vmlinuz=$mods/vmlinuz
+	[ -f "$vmlinuz" ] || die "no vmlinuz-$krel in the $krel packages ($pkgs)"
 	[ -d "$mods/kernel" ] || die "no modules for $krel in its packages"
-	mv "$tmp/root/boot/vmlinuz-$krel" "$tmp/vmlinuz"
+	mv "$vmlinuz" "$tmp/vmlinuz"
 	mkdir -p "$tmp/modules/lib/modules"
 	mv "$mods" "$tmp/modules/lib/modules/$krel"
 	depmod -b "$tmp/modules" "$krel" || die "depmod of $krel failed"
