@@ -18,18 +18,39 @@ series_dir=$top/scripts/series
 usage() {
 	cat <<EOF
 Usage: ${0##*/} [--check] [--tap FILE] [-j N]
+       ${0##*/} --stages | --save-strips
 
 Write the vhost-blk series into $base/series:
 
   0000-cover-letter.patch   why, what, the numbers (scripts/series/cover.txt)
-  0001 uapi: include/uapi/linux/vhost_blk.h, a MAINTAINERS entry
-  0002 driver: drivers/vhost/blk.c, blk_trace.h, Kconfig, Makefile
-  0003 Documentation/virt/vhost-blk: the ABI and the data path
-  0004 selftests: tools/testing/selftests/vhost_blk
+  0001 the core: IN, OUT, FLUSH and GET_ID on a block device, one queue;
+       its uapi, Kconfig and Makefile, a MAINTAINERS entry
+  0002 a raw image file as the backend, and the sync task
+  0003 DISCARD, WRITE_ZEROES and SECURE_ERASE
+  0004 multiple queues and the vhost worker ioctls
+  0005 bounded busy polling of an idle queue
+  0006 completion polling
+  0007 dirty logging for live migration
+  0008 tracepoints
+  0009 Documentation/virt/vhost-blk: the ABI and the data path
+  0010 selftests: tools/testing/selftests/vhost_blk
 
 against a git tree of the pristine linux-source-7.3 that 'make deps'
 downloaded ($base/linux; a tag 'base').  Each patch adds its paths to
-the MAINTAINERS entry.  Commit messages come from scripts/series/.
+the MAINTAINERS entry.  Commit messages come from scripts/series/NN-*.txt.
+
+The repository's driver (blk.c, blk_trace.h, the uapi header) is what
+0008 leaves.  scripts/series/strip/NN-*.diff takes stage NN back to
+NN-1, removing that patch's feature; applied newest first, they give
+every stage.  A change outside a feature's lines flows into every stage
+on its own.  When a strip diff no longer applies (the change touched
+that feature), refresh the strips:
+
+  ${0##*/} --stages        write every stage into $base/stages/NN
+                           (with the strips as they are: first fix what
+                           fails, by hand, from the previous good state)
+  (edit $base/stages/NN/..., stage 08 being the repository's files)
+  ${0##*/} --save-strips   write scripts/series/strip/ from the stages
 
 With --check, then: apply the series with 'git am' to a fresh branch from
 'base', and for each patch build drivers/vhost/ with W=1 C=1 (x86_64
@@ -39,6 +60,8 @@ touches.  One TAP result per patch and step (--tap FILE, default stdout).
 
 Options:
   --check     also check the series as described
+  --stages    only write the driver's stages (see above)
+  --save-strips  only write the strip diffs from $base/stages
   --tap FILE  write the check's TAP there
   -j N        make jobs (default: nproc)
   -h, --help  this text
@@ -49,17 +72,79 @@ log() { printf '%s: %s\n' "$me" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 check=0
+mode=series
 tap=/dev/stdout
 jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--check)	check=1; shift ;;
+	--stages)	mode=stages; shift ;;
+	--save-strips)	mode=save-strips; shift ;;
 	--tap)		[ $# -ge 2 ] || die "--tap needs a file"; tap=$2; shift 2 ;;
 	-j)		[ $# -ge 2 ] || die "-j needs a number"; jobs=$2; shift 2 ;;
 	-h|--help)	usage; exit 0 ;;
 	*)		log "unknown option $1 (see --help)"; exit 2 ;;
 	esac
 done
+
+# The driver's stages.  The repository holds the driver as the last patch
+# leaves it; scripts/series/strip/NN-*.diff takes it one patch back (stage
+# NN to NN-1), removing that patch's feature.  Applied newest first to a
+# copy of our files they give every stage, and the series is the stages'
+# differences.  A change to code outside a feature flows into every stage;
+# one that touches a strip diff's lines makes it fail to apply: refresh it
+# (--stages, edit, --save-strips: see --help).
+stage_files="drivers/vhost/blk.c drivers/vhost/blk_trace.h include/uapi/linux/vhost_blk.h"
+stages=$base/stages
+make_stages() {
+	local k prev strip
+	rm -rf "$stages"
+	mkdir -p "$stages/$last_stage"
+	for f in $stage_files; do
+		mkdir -p "$stages/$last_stage/$(dirname "$f")"
+		cp "$top/$f" "$stages/$last_stage/$f"
+	done
+	for ((k = 10#$last_stage; k > 1; k--)); do
+		prev=$(printf '%02d' $((k - 1)))
+		strip=$(find "$series_dir/strip" -name "$(printf '%02d' "$k")-*.diff")
+		[ -n "$strip" ] || die "no scripts/series/strip/$(printf '%02d' "$k")-*.diff"
+		cp -r "$stages/$(printf '%02d' "$k")" "$stages/$prev"
+		patch -s -p1 -F 0 -d "$stages/$prev" --no-backup-if-mismatch -r - \
+			<"$strip" >"$base/strip.log" 2>&1 ||
+			die "$(basename "$strip") does not apply to stage $k ($(head -n 3 "$base/strip.log" | tr '\n' ' ')): refresh it (--help)"
+	done
+}
+last_stage=08
+[ -d "$series_dir/strip" ] || die "no $series_dir/strip"
+
+if [ "$mode" = save-strips ]; then
+	[ -d "$stages" ] || die "no $stages: run --stages first"
+	for ((k = 10#$last_stage; k > 1; k--)); do
+		cur=$(printf '%02d' "$k")
+		prev=$(printf '%02d' $((k - 1)))
+		strip=$(find "$series_dir/strip" -name "$cur-*.diff")
+		[ -n "$strip" ] || strip=$series_dir/strip/$cur-stage.diff
+		(cd "$stages" && for f in $stage_files; do
+			[ -f "$cur/$f" ] || continue
+			if [ -f "$prev/$f" ]; then
+				diff -u --label "a/$f" --label "b/$f" "$cur/$f" "$prev/$f"
+			else
+				diff -u --label "a/$f" --label /dev/null "$cur/$f" /dev/null
+			fi
+			# diff's 1 is "they differ"; 2 is trouble.
+			[ $? -le 1 ] || exit 2
+		done) >"$strip.tmp" || die "diff of stage $cur and $prev failed"
+		[ -s "$strip.tmp" ] || die "stage $cur is stage $prev: nothing to strip"
+		mv "$strip.tmp" "$strip"
+		log "wrote $(basename "$strip")"
+	done
+	exit 0
+fi
+if [ "$mode" = stages ]; then
+	make_stages
+	log "stages 01 to $last_stage in $stages: edit them, then --save-strips"
+	exit 0
+fi
 
 env_file=$BUILD/kernel.env
 [ -f "$env_file" ] || die "$env_file not found: run 'make deps'"
@@ -145,14 +230,21 @@ put() {		# put REPO-PATH [TREE-PATH]
 	cp "$top/$1" "$tree/${2:-$1}"
 }
 
-# 1. uapi
-put include/uapi/linux/vhost_blk.h
-maintainers_add "F:	include/uapi/linux/vhost_blk.h"
-commit "$series_dir/1-uapi.txt"
+make_stages
 
-# 2. the driver, and what builds it
-put drivers/vhost/blk.c
-put drivers/vhost/blk_trace.h
+# put_stage K: the driver's files as stage K has them.
+put_stage() {
+	for f in $stage_files; do
+		if [ -f "$stages/$1/$f" ]; then
+			mkdir -p "$(dirname "$tree/$f")"
+			cp "$stages/$1/$f" "$tree/$f"
+		fi
+	done
+}
+
+# 01: the core, with the uapi and what builds it, so that every patch
+# of the series builds the driver.
+put_stage 01
 frag() { awk 'on || !/^(#.*)?$/ { on = 1; print }' "$top/$1"; }
 kc=$tree/drivers/vhost/Kconfig
 grep -qx 'config VHOST_CROSS_ENDIAN_LEGACY' "$kc" ||
@@ -168,7 +260,8 @@ awk -v frag="$base/kconfig.frag" '
 mk=$tree/drivers/vhost/Makefile
 grep -qxF 'vhost_vdpa-y := vdpa.o' "$mk" ||
 	die "no 'vhost_vdpa-y := vdpa.o' in drivers/vhost/Makefile"
-frag drivers/vhost/Makefile >"$base/makefile.frag"
+# The tracepoints' include path comes with them (patch 08).
+frag drivers/vhost/Makefile | sed '/^# blk.c defines its tracepoints/,$d' >"$base/makefile.frag"
 awk -v frag="$base/makefile.frag" '
 	{ print }
 	$0 == "vhost_vdpa-y := vdpa.o" {
@@ -176,10 +269,30 @@ awk -v frag="$base/makefile.frag" '
 		while ((getline l < frag) > 0)
 			print l
 	}' "$mk" >"$mk.tmp" && mv "$mk.tmp" "$mk"
-maintainers_add "F:	drivers/vhost/blk.c" "F:	drivers/vhost/blk_trace.h"
-commit "$series_dir/2-driver.txt"
+maintainers_add "F:	drivers/vhost/blk.c" "F:	include/uapi/linux/vhost_blk.h"
+commit "$series_dir/01-core.txt"
 
-# 3. Documentation: the ABI and the data path (the rest of our pages are
+# 02 to 08: a feature each.
+for ((k = 2; k <= 10#$last_stage; k++)); do
+	cur=$(printf '%02d' "$k")
+	put_stage "$cur"
+	if [ -f "$tree/drivers/vhost/blk_trace.h" ] &&
+	   ! grep -q 'blk_trace.h' "$tree/MAINTAINERS"; then
+		frag drivers/vhost/Makefile |
+			sed -n '/^# blk.c defines its tracepoints/,$p' >"$base/makefile.frag"
+		awk -v frag="$base/makefile.frag" '
+			{ print }
+			$0 == "vhost_blk-y := blk.o" {
+				while ((getline l < frag) > 0)
+					print l
+			}' "$mk" >"$mk.tmp" && mv "$mk.tmp" "$mk"
+		maintainers_add "F:	drivers/vhost/blk_trace.h"
+	fi
+	msg=$(find "$series_dir" -maxdepth 1 -name "$cur-*.txt")
+	[ -n "$msg" ] || die "no scripts/series/$cur-*.txt"
+	commit "$msg"
+done
+# 09. Documentation: the ABI and the data path (the rest of our pages are
 # about this repository: packages, the bridge, the benchmark, CI).
 mkdir -p "$tree/Documentation/virt/vhost-blk"
 put Documentation/virt/vhost-blk/uapi.rst
@@ -195,10 +308,10 @@ grep -q '^   hyperv/index$' "$vi" || die "no '   hyperv/index' in Documentation/
 awk '{ print } $0 == "   hyperv/index" { print "   vhost-blk/index" }' "$vi" >"$vi.tmp" &&
 	mv "$vi.tmp" "$vi"
 maintainers_add "F:	Documentation/virt/vhost-blk/"
-commit "$series_dir/3-docs.txt"
+commit "$series_dir/09-docs.txt"
 
-# 4. the selftests: the programs and their library, not this
-# repository's CI (run_check.sh, vm/, packages, NVMe/TCP and Ceph setups).
+# 10. the selftests: the programs and their library, not this
+# repository's CI (tools/testing/vhost-blk-ci).
 st=tools/testing/selftests/vhost_blk
 for f in Makefile config settings hostile.mk hostile.sh perf_check.sh \
 	 nvme_tcp.sh nvme_tcp_pathfail.sh; do
@@ -213,7 +326,7 @@ grep -q '^TARGETS += user_events$' "$sm" ||
 awk '{ print } $0 == "TARGETS += user_events" { print "TARGETS += vhost_blk" }' "$sm" \
 	>"$sm.tmp" && mv "$sm.tmp" "$sm"
 maintainers_add "F:	tools/testing/selftests/vhost_blk/"
-commit "$series_dir/4-selftests.txt"
+commit "$series_dir/10-selftests.txt"
 
 # The series and its cover letter.
 rm -rf "$base/series"
@@ -265,9 +378,9 @@ for c in $commits; do
 	patch=$(find "$base/series" -name "$(printf '%04d' "$i")-*.patch")
 	name=$(basename "$patch" .patch)
 	g checkout -q -f "$c"
-	# Configure once: defconfig with the selftests' fragment (CONFIG_VHOST
-	# and, once the driver is in, CONFIG_VHOST_BLK as modules).
-	if [ ! -f "$obj/.config" ] || [ "$i" = 2 ]; then
+	# Configure at the first patch: defconfig with the selftests' fragment
+	# (CONFIG_VHOST and CONFIG_VHOST_BLK as modules).
+	if [ ! -f "$obj/.config" ] || [ "$i" = 1 ]; then
 		make -s -C "$tree" O="$obj" x86_64_defconfig >"$base/config.log" 2>&1 &&
 		"$tree/scripts/kconfig/merge_config.sh" -m -O "$obj" "$obj/.config" \
 			"$top/tools/testing/selftests/vhost_blk/config" >>"$base/config.log" 2>&1 &&
@@ -286,7 +399,7 @@ for c in $commits; do
 	else
 		result FAIL "$name: drivers/vhost/ does not build (see $blog)"
 	fi
-	if [ "$i" -ge 2 ] && ! grep -qx 'CONFIG_VHOST_BLK=m' "$obj/.config"; then
+	if ((i <= 10#$last_stage)) && ! grep -qx 'CONFIG_VHOST_BLK=m' "$obj/.config"; then
 		result FAIL "$name: CONFIG_VHOST_BLK is not set in $obj/.config"
 	fi
 	clog=$base/checkpatch-$i.log
