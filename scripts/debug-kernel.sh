@@ -175,7 +175,9 @@ done < <(settings)
 
 msg "compiling with $(nproc) jobs"
 kmake -j"$(nproc)" all >>"$log" 2>&1 || fail "the debug kernel build failed"
-krel=$(kmake -s kernelrelease 2>>"$log") || fail "make kernelrelease failed"
+# Under make check MAKEFLAGS has -w: its "Entering directory" lines
+# would become part of the release.
+krel=$(kmake -s --no-print-directory kernelrelease 2>>"$log") || fail "make kernelrelease failed"
 kmake INSTALL_MOD_PATH="$tmp/modules" modules_install >>"$log" 2>&1 ||
 	fail "make modules_install failed"
 moddir=$tmp/modules/lib/modules/$krel

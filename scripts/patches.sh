@@ -364,8 +364,12 @@ obj=$base/obj
 mkdir -p "$obj"
 g checkout -q -f -B check base
 g clean -q -fdx
-if g am -q "$base"/series/000[1-9]-*.patch >"$base/am.log" 2>&1; then
-	result OK "the series applies to linux-source-7.3 with git am"
+patches=()
+for p in "$base"/series/[0-9][0-9][0-9][0-9]-*.patch; do
+	[ "${p##*/}" = 0000-cover-letter.patch ] || patches+=("$p")
+done
+if g am -q "${patches[@]}" >"$base/am.log" 2>&1; then
+	result OK "the series (${#patches[@]} patches) applies to linux-source-7.3 with git am"
 else
 	g am --abort >/dev/null 2>&1 || true
 	result FAIL "git am of the series (see $base/am.log)"
