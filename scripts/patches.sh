@@ -261,14 +261,20 @@ mk=$tree/drivers/vhost/Makefile
 grep -qxF 'vhost_vdpa-y := vdpa.o' "$mk" ||
 	die "no 'vhost_vdpa-y := vdpa.o' in drivers/vhost/Makefile"
 # The tracepoints' include path comes with them (patch 08).
-frag drivers/vhost/Makefile | sed '/^# blk.c defines its tracepoints/,$d' >"$base/makefile.frag"
-awk -v frag="$base/makefile.frag" '
-	{ print }
-	$0 == "vhost_vdpa-y := vdpa.o" {
-		print ""
-		while ((getline l < frag) > 0)
-			print l
-	}' "$mk" >"$mk.tmp" && mv "$mk.tmp" "$mk"
+# insert_after FILE LINE FRAGMENT: FRAGMENT's lines after LINE of FILE.
+insert_after() {
+	awk -v line="$2" -v frag="$3" '
+		{ print }
+		$0 == line {
+			while ((getline l < frag) > 0)
+				print l
+		}' "$1" >"$1.tmp" && mv "$1.tmp" "$1"
+}
+{
+	echo
+	frag drivers/vhost/Makefile | sed '/^# blk.c defines its tracepoints/,$d'
+} >"$base/makefile.frag"
+insert_after "$mk" 'vhost_vdpa-y := vdpa.o' "$base/makefile.frag"
 maintainers_add "F:	drivers/vhost/blk.c" "F:	include/uapi/linux/vhost_blk.h"
 commit "$series_dir/01-core.txt"
 
@@ -280,12 +286,7 @@ for ((k = 2; k <= 10#$last_stage; k++)); do
 	   ! grep -q 'blk_trace.h' "$tree/MAINTAINERS"; then
 		frag drivers/vhost/Makefile |
 			sed -n '/^# blk.c defines its tracepoints/,$p' >"$base/makefile.frag"
-		awk -v frag="$base/makefile.frag" '
-			{ print }
-			$0 == "vhost_blk-y := blk.o" {
-				while ((getline l < frag) > 0)
-					print l
-			}' "$mk" >"$mk.tmp" && mv "$mk.tmp" "$mk"
+		insert_after "$mk" 'vhost_blk-y := blk.o' "$base/makefile.frag"
 		maintainers_add "F:	drivers/vhost/blk_trace.h"
 	fi
 	msg=$(find "$series_dir" -maxdepth 1 -name "$cur-*.txt")
