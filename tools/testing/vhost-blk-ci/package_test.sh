@@ -88,7 +88,7 @@ run() {
 	done >>"$log"
 }
 
-plan=17
+plan=18
 emit "TAP version 13"
 emit "1..$plan"
 
@@ -183,6 +183,23 @@ else
 	not_ok "systemd-units - missing, or systemd-analyze verify failed (log: $log)"
 fi
 rm -rf "$udir"
+
+# 4c: the service's user, made by the postinst's systemd-sysusers from the
+# package's sysusers.d file: a system user with no login, in group kvm
+# (for /dev/vhost-blk) and a group of its own.
+sysusers=/usr/lib/sysusers.d/vhost-blk-bridge.conf
+bu=$(getent passwd vhost-blk-bridge || true)
+bgroups=$(id -nG vhost-blk-bridge 2>/dev/null | tr ' ' '\n' | sort | tr '\n' ' ')
+if [ -f "$sysusers" ] && [ -n "$bu" ] &&
+   [ "$(cut -d: -f3 <<<"$bu")" -lt 1000 ] &&
+   [ "$(cut -d: -f7 <<<"$bu")" = /usr/sbin/nologin ] &&
+   [ "$bgroups" = "kvm vhost-blk-bridge " ] &&
+   grep -qx 'User=vhost-blk-bridge' "$units/vhost-blk-bridge@.service" &&
+   grep -qx 'CapabilityBoundingSet=' "$units/vhost-blk-bridge@.service"; then
+	ok "system-user - vhost-blk-bridge ($bu; groups ${bgroups% }), the service's User=, no capabilities"
+else
+	not_ok "system-user - expected $sysusers and a system user vhost-blk-bridge in groups kvm and vhost-blk-bridge, got '$bu' in '${bgroups% }'"
+fi
 
 # 5: the dkms.conf refuses a kernel series it has no source for, saying
 # why.  (PRE_BUILD alone, in a scratch build dir.)
@@ -301,11 +318,11 @@ left=()
 for f in /lib/modules/"$krel"/updates/dkms/vhost_blk.ko* /var/lib/dkms/vhost-blk \
 	 "/usr/src/vhost-blk-$ver" "$rule" /lib/udev/rules.d/60-vhost-blk.rules \
 	 "$snippet" /usr/sbin/vhost-blk-bridge "$units/vhost-blk-bridge@.service" \
-	 "$units/vhost-blk-bridge@.socket"; do
+	 "$units/vhost-blk-bridge@.socket" "$sysusers"; do
 	[ ! -e "$f" ] || left+=("$f")
 done
 if [ ${#left[@]} -eq 0 ]; then
-	ok "purged-files - module, dkms tree, sources, udev rule, snippet, bridge, units gone"
+	ok "purged-files - module, dkms tree, sources, udev rule, snippet, bridge, units, sysusers.d file gone (the user stays, as Debian keeps system users)"
 else
 	not_ok "purged-files - left behind: ${left[*]}"
 fi
