@@ -165,19 +165,37 @@ g() { git -C "$tree" -c core.autocrlf=false -c advice.detachedHead=false "$@"; }
 
 # ------------------------------------------------------ the pristine tree
 
+# The pristine source committed once per machine, as a bare repository in
+# $VHOST_BLK_CACHE/series-base (like the kernels; $BUILD/series-base when
+# that cannot be written), tag 'base'; each clone's tree is a shared clone
+# of it, which only checks the files out.
+cache=${VHOST_BLK_CACHE:-/var/cache/vhost-blk}/series-base
+mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ] || cache=$BUILD/series-base
+pristine=$cache/${stamp%.deb}.git
+if ! git --git-dir="$pristine" rev-parse -q --verify base >/dev/null 2>&1; then
+	log "unpacking $stamp and committing it into $pristine (once a machine; about 2 min)"
+	mkdir -p "$cache"
+	unpack=$(mktemp -d "$cache/unpack.XXXXXX")
+	dpkg-deb --fsys-tarfile "$deb" |
+		tar -xO ./usr/src/linux-source-7.3.tar.xz | tar -xJ -C "$unpack" ||
+		die "cannot unpack the kernel source from $deb"
+	u() { git -C "$unpack/linux-source-7.3" -c core.autocrlf=false "$@"; }
+	u init -q && u add -A -f &&
+		u commit -q -m "Linux $KVER_73 (Debian linux-source-7.3)" &&
+		u tag base && u config core.bare true ||
+		die "cannot commit the kernel source in $unpack"
+	rm -rf "$pristine"
+	mv "$unpack/linux-source-7.3/.git" "$pristine"
+	rm -rf "$unpack"
+fi
 if [ "$(cat "$base/.base" 2>/dev/null)" != "$stamp" ] ||
    ! g rev-parse -q --verify base >/dev/null 2>&1; then
-	log "unpacking $stamp into $tree and committing it (once; about 2 min)"
+	log "checking $stamp out into $tree"
 	rm -rf "$tree" "$base/obj" "$base/.base"
 	mkdir -p "$base"
-	dpkg-deb --fsys-tarfile "$deb" |
-		tar -xO ./usr/src/linux-source-7.3.tar.xz | tar -xJ -C "$base" ||
-		die "cannot unpack the kernel source from $deb"
-	mv "$base/linux-source-7.3" "$tree"
-	git init -q "$tree"
-	g add -A -f
-	g commit -q -m "Linux $KVER_73 (Debian linux-source-7.3)"
-	g tag base
+	git clone -q --shared --no-checkout "$pristine" "$tree" &&
+		g checkout -q -f -B vhost-blk base ||
+		die "cannot clone $pristine into $tree"
 	echo "$stamp" >"$base/.base"
 fi
 
