@@ -133,7 +133,8 @@ check:
 	@$(MAKE) --no-print-directory $(BUILD)/kernel.env || { \
 		echo "not ok 1 - make deps: scripts/deps.sh failed (its output is above)"; \
 		echo "0 passed, 1 failed"; exit 1; }
-	bash $(CI_DIR)/run_check.sh --build "all module-debug module-6.1 deb"
+	bash $(CI_DIR)/run_check.sh --build "all module-6.1 deb" \
+		--build-behind module-debug
 
 # The long fuzz run: FUZZ_DEBUG_REQUESTS (default 10^6) fuzzer requests per
 # backend on the debug kernel, plus the rest of the hostile-guest suite and

@@ -74,9 +74,14 @@ VM on the stock kernel and on the debug kernel, the Debian packages'
 test, the bridge's end-to-end test; print "N passed, N failed" last.
 
 Options:
-  --build TARGETS make these targets first ('all module-debug module-6.1
-                  deb' for make check), each a result: a failed build is
-                  a failed result, and the count is printed all the same
+  --build TARGETS make these targets first ('all module-6.1 deb' for
+                  make check), each a result: a failed build is a failed
+                  result, and the count is printed all the same
+  --build-behind TARGETS
+                  make these in the background, beside the builds, the
+                  host tests and the first VMs, and wait for them before
+                  the debug VM ('module-debug' for make check: on a new
+                  machine it builds the debug kernel, 20 to 30 min)
   --fuzz-debug N  only the hostile-guest suite on the debug kernel, with N
                   fuzzer requests per backend (make fuzz-debug); results
                   in \$BUILD/vm-out/fuzz-debug
@@ -93,12 +98,15 @@ EOF
 
 fuzz_debug=
 builds=
+builds_behind=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--fuzz-debug)	[ $# -ge 2 ] || { echo "$me: $1 needs an argument" >&2; exit 2; }
 			fuzz_debug=$2; shift 2 ;;
 	--build)	[ $# -ge 2 ] || { echo "$me: $1 needs an argument" >&2; exit 2; }
 			builds=$2; shift 2 ;;
+	--build-behind)	[ $# -ge 2 ] || { echo "$me: $1 needs an argument" >&2; exit 2; }
+			builds_behind=$2; shift 2 ;;
 	-h|--help)	usage; exit 0 ;;
 	*)		echo "$me: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
@@ -135,13 +143,16 @@ if ! bash "$here/tap_count_test.sh" >"$out/host.tap-count.tap" 2>&1; then
 	exit 1
 fi
 
-# The builds the tests need (make check passes 'all module-debug
-# module-6.1 deb'), each a result: one that fails is a failed result, and
-# whatever needs it fails in turn, but the count below is still printed.
-for target in $builds; do
+# The builds the tests need (make check passes 'all module-6.1 deb', and
+# 'module-debug' behind them), each a result: one that fails is a failed
+# result, and whatever needs it fails in turn, but the count below is
+# still printed.
+build() {	# build TARGET
+	local target=$1 t0=$SECONDS
+
 	if make -C "$repo" "$target" >"$out/host.build-$target.log" 2>&1; then
-		printf 'TAP version 13\n1..1\nok 1 - build: make %s\n' \
-			"$target" >"$out/host.build-$target.tap"
+		printf 'TAP version 13\n1..1\nok 1 - build: make %s (%d s)\n' \
+			"$target" $((SECONDS - t0)) >"$out/host.build-$target.tap"
 	else
 		note "make $target failed: see $out/host.build-$target.log"
 		{
@@ -150,6 +161,18 @@ for target in $builds; do
 			tail -n 20 "$out/host.build-$target.log" | sed 's/^/# /'
 		} >"$out/host.build-$target.tap"
 	fi
+}
+# Behind the rest: on a new machine the debug kernel's build takes 20 to
+# 30 min, most of which the set-up, the host tests and the first VMs
+# would otherwise spend waiting for it.
+behind_pid=
+if [ -n "$builds_behind" ]; then
+	note "building in the background: $builds_behind"
+	( for target in $builds_behind; do build "$target"; done ) &
+	behind_pid=$!
+fi
+for target in $builds; do
+	build "$target"
 done
 
 problem=0
@@ -356,6 +379,10 @@ for kv in 6.1 7.3; do
 	fi
 done
 
+if [ -n "$behind_pid" ]; then
+	note "waiting for the background builds: $builds_behind"
+	wait "$behind_pid"
+fi
 note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
 run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
 
