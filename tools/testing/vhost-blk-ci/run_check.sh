@@ -11,12 +11,12 @@
 # that kernel); one on the debug kernel (7.3 with KASAN, lockdep, UBSAN,
 # DEBUG_OBJECTS, kmemleak) running in_vm.sh --pass debug (the selftests,
 # the hostile suite with fewer fuzzer requests, kmemleak and lockdep
-# checks); then the patch series check (scripts/patches.sh --check).
-# Beside them, on the other core: the Debian packages (make deb)
-# installed, used and purged in VMs of their own, on 6.12 and on 6.1
+# checks).  Beside them, on the other core: the Debian packages (make
+# deb) installed, used and purged in VMs of their own, on 6.12 and on 6.1
 # (package_test.sh), then the bridge's end-to-end test in a VM of its own.
-# Last the in-tree build in a 7.3 tree with its kselftest run
-# (scripts/intree.sh).  Counts the TAP results they left in
+# From the start, beside the host tests: the patch series check
+# (scripts/patches.sh --check), then the in-tree build in a 7.3 tree with
+# its kselftest run (scripts/intree.sh).  Counts the TAP results they left in
 # $BUILD/vm-out/selftests (the 6.1 and 7.3 VMs' in 6.1/ and 7.3/, named
 # 6.1.* and 7.3.*; the debug VM's in debug/, named debug.*; the packages'
 # in package/ and package-6.1/) with tap_count.sh, which prints why anything
@@ -249,6 +249,38 @@ if [ -n "$fuzz_debug" ]; then
 	exit
 fi
 
+# The host's own checks of our files in a kernel tree, in the background
+# from the start: they keep the second core busy while the host tests run
+# on one, and are waited for at the end.
+series_checks() {
+	# The patch series against pristine linux-source-7.3 (make patches): it
+	# applies with git am, and every patch builds drivers/vhost/ with W=1 C=1
+	# and passes checkpatch --strict and kernel-doc.  About 3 min once the
+	# pristine tree is in the cache (2 min more the first time).
+	note "patch series check (log: $out/patches.log)"
+	if ! bash "$repo/scripts/patches.sh" --check --tap "$out/patches.tap" \
+		>"$out/patches.log" 2>&1 && [ ! -s "$out/patches.tap" ]; then
+		printf 'TAP version 13\n1..1\nnot ok 1 patches - scripts/patches.sh failed; log: %s\n' \
+			"$out/patches.log" >"$out/patches.tap"
+	fi
+
+	# Our files in a 7.3 kernel tree: drivers/vhost/ built with and without
+	# O=, the kselftests built there and run in a VM (scripts/intree.sh).  One
+	# result; about 30 s once build/intree is unpacked and prepared, 1.5 min
+	# the first time.
+	note "in-tree build and kselftest run_tests on 7.3 (log: $out/intree.log)"
+	if bash "$repo/scripts/intree.sh" >"$out/intree.log" 2>&1; then
+		printf 'TAP version 13\n1..1\nok 1 intree - %s\n' \
+			"$(tail -n 1 "$out/intree.log")" >"$out/intree.tap"
+	else
+		why=$(sed -n 's/^intree: error: //p' "$out/intree.log" | tail -n 1)
+		printf 'TAP version 13\n1..1\nnot ok 1 intree - %s; log: %s\n' \
+			"${why:-scripts/intree.sh failed}" "$out/intree.log" >"$out/intree.tap"
+	fi
+}
+series_checks &
+series_pid=$!
+
 # Host-side tests first: they need no VM.  scripts/deps.sh's release
 # picker, against a fake apt-cache with deb-src entries.
 bash "$repo/scripts/deps_test.sh" >"$out/host.deps-picker.tap" 2>&1
@@ -386,32 +418,8 @@ fi
 note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
 run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz"
 
-# The patch series against pristine linux-source-7.3 (make patches): it
-# applies with git am, and every patch builds drivers/vhost/ with W=1 C=1
-# and passes checkpatch --strict and kernel-doc.  About 5 min, most of it
-# unpacking and committing the tree.
-note "patch series check (log: $out/patches.log)"
-if ! bash "$repo/scripts/patches.sh" --check --tap "$out/patches.tap" \
-	>"$out/patches.log" 2>&1 && [ ! -s "$out/patches.tap" ]; then
-	printf 'TAP version 13\n1..1\nnot ok 1 patches - scripts/patches.sh failed; log: %s\n' \
-		"$out/patches.log" >"$out/patches.tap"
-fi
-
-# Our files in a 7.3 kernel tree: drivers/vhost/ built with and without
-# O=, the kselftests built there and run in a VM (scripts/intree.sh).  One
-# result; about 30 s once build/intree is unpacked and prepared, 1.5 min
-# the first time.
-note "in-tree build and kselftest run_tests on 7.3 (log: $out/intree.log)"
-if bash "$repo/scripts/intree.sh" >"$out/intree.log" 2>&1; then
-	printf 'TAP version 13\n1..1\nok 1 intree - %s\n' \
-		"$(tail -n 1 "$out/intree.log")" >"$out/intree.tap"
-else
-	why=$(sed -n 's/^intree: error: //p' "$out/intree.log" | tail -n 1)
-	printf 'TAP version 13\n1..1\nnot ok 1 intree - %s; log: %s\n' \
-		"${why:-scripts/intree.sh failed}" "$out/intree.log" >"$out/intree.tap"
-fi
-
 wait "$bg_pid"
+wait "$series_pid"
 for tap in "$pkg_out/package.tap" "$pkg61_out/package-6.1.tap" "$out/e2e.tap"; do
 	note "$tap: $(grep -c '^ok' "$tap" 2>/dev/null) ok, $(grep -c '^not ok' "$tap" 2>/dev/null) not ok"
 done
