@@ -308,12 +308,12 @@ build_initramfs() {
 		echo "$name" >>"$tmp/modules/load.order"
 	done
 	if ! (cd "$tmp" && find . | LC_ALL=C sort |
-	      cpio -o -H newc -R 0:0 --quiet >"$initramfs.tmp"); then
-		rm -rf "$tmp" "$initramfs.tmp"
+	      cpio -o -H newc -R 0:0 --quiet >"$initramfs.tmp.$$"); then
+		rm -rf "$tmp" "$initramfs.tmp.$$"
 		die 2 "cpio failed while writing $initramfs"
 	fi
 	rm -rf "$tmp"
-	mv "$initramfs.tmp" "$initramfs"
+	mv "$initramfs.tmp.$$" "$initramfs"
 	echo "$key" >"$initramfs.key"
 }
 
