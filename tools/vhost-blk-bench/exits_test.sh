@@ -11,22 +11,13 @@ dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tool=$dir/exits-per-io.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0
-
-ok() {	# ok NAME CONDITION-STATUS [detail]
-	n=$((n + 1))
-	if [ "$2" = 0 ]; then
-		echo "ok $n $1"
-	else
-		echo "not ok $n $1${3:+ - $3}"
-		failed=$((failed + 1))
-	fi
-}
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$dir/../testing/vhost-blk-ci/tap.sh"
 
 # jqt FILE FILTER: the filter holds (true) on FILE.
 jqt() { [ "$(jq -r "$2" "$1" 2>/dev/null)" = true ]; }
 
-echo "TAP version 13"
+tap_start
 
 # A KVM guest: 4 requests, 3 guest kicks and a requeued run, 2
 # notifications sent and 2 suppressed, 6 exits of 3 reasons.
@@ -54,50 +45,49 @@ echo "TAP version 13"
 	echo " kvm:kvm_msi_set_irq: dst 0 vec 34 (Fixed|physical|edge)"
 } >"$tmp/kvm.txt"
 bash "$tool" --parse "$tmp/kvm.txt" --json "$tmp/kvm.json" >"$tmp/kvm.out" 2>&1
-ok kvm_parse_runs $? "$(tail -n 1 "$tmp/kvm.out")"
+tap_result $? kvm_parse_runs "$(tail -n 1 "$tmp/kvm.out")"
 jqt "$tmp/kvm.json" '.mode == "kvm"'
-ok kvm_mode_detected $?
+tap_result $? kvm_mode_detected
 jqt "$tmp/kvm.json" '.counts | .completed == 4 and .kicks == 3 and .requeued == 1 and .sent == 2 and .suppressed == 2'
-ok vhost_blk_events_counted $? "$(jq -c .counts "$tmp/kvm.json" 2>&1)"
+tap_result $? vhost_blk_events_counted "$(jq -c .counts "$tmp/kvm.json" 2>&1)"
 jqt "$tmp/kvm.json" '.counts.exits == 6 and .exit_reasons == {"EPT_MISCONFIG": 3, "HLT": 2, "MSR_WRITE": 1}'
-ok exits_by_reason_not_nested $? "$(jq -c .exit_reasons "$tmp/kvm.json" 2>&1)"
+tap_result $? exits_by_reason_not_nested "$(jq -c .exit_reasons "$tmp/kvm.json" 2>&1)"
 jqt "$tmp/kvm.json" '.counts.fast_mmio == 3 and .counts.msi == 2'
-ok kicks_and_msis_counted $?
+tap_result $? kicks_and_msis_counted
 jqt "$tmp/kvm.json" '.per_request | .exits == 1.5 and .fast_mmio == 0.75 and .msi == 0.5 and .sent == 0.5 and .kicks == 0.75'
-ok per_request_is_count_over_completed $? "$(jq -c .per_request "$tmp/kvm.json" 2>&1)"
+tap_result $? per_request_is_count_over_completed "$(jq -c .per_request "$tmp/kvm.json" 2>&1)"
 grep -q 'exit reason EPT_MISCONFIG  *3  *0.750' "$tmp/kvm.out"
-ok table_shows_reasons_per_io $?
+tap_result $? table_shows_reasons_per_io
 
 # A TCG guest: the vhost_blk events only; the report says it is the proxy.
 grep vhost_blk "$tmp/kvm.txt" >"$tmp/tcg.txt"
 bash "$tool" --parse "$tmp/tcg.txt" --json "$tmp/tcg.json" >"$tmp/tcg.out" 2>&1
-ok proxy_parse_runs $?
+tap_result $? proxy_parse_runs
 jqt "$tmp/tcg.json" '.mode == "proxy" and .exit_reasons == {} and .counts.completed == 4'
-ok proxy_mode_without_kvm_events $?
+tap_result $? proxy_mode_without_kvm_events
 grep -q 'cannot be counted' "$tmp/tcg.out"
-ok proxy_report_says_so $?
+tap_result $? proxy_report_says_so
 
 # Nothing completed: no division by zero, a warning.
 echo " vhost_blk:vhost_blk_kick: vq=0 guest kick" >"$tmp/idle.txt"
 bash "$tool" --parse "$tmp/idle.txt" --json "$tmp/idle.json" >"$tmp/idle.out" 2>&1
-ok idle_parse_runs $?
+tap_result $? idle_parse_runs
 jqt "$tmp/idle.json" '.per_request == null'
-ok idle_has_no_per_request $?
+tap_result $? idle_has_no_per_request
 grep -q 'no request completed' "$tmp/idle.out"
-ok idle_warns $?
+tap_result $? idle_warns
 
 # Usage errors.
 bash "$tool" --seconds 0 --parse "$tmp/idle.txt" >/dev/null 2>&1
 [ $? = 1 ]
-ok seconds_zero_refused $?
+tap_result $? seconds_zero_refused
 bash "$tool" >/dev/null 2>&1
 [ $? = 1 ]
-ok pid_required $?
+tap_result $? pid_required
 bash "$tool" --pid 999999999 >"$tmp/nopid.out" 2>&1
 grep -q 'no process 999999999' "$tmp/nopid.out"
-ok unknown_pid_named $?
+tap_result $? unknown_pid_named
 bash "$tool" --help | grep -q -- '--pid PID'
-ok help $?
+tap_result $? help
 
-echo "1..$n"
-[ "$failed" = 0 ]
+tap_end

@@ -34,11 +34,11 @@ Options:
 EOF
 }
 
-tap_file=
+tap_path=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--tap)		[ $# -ge 2 ] || { echo "$me: --tap needs a file" >&2; exit 2; }
-			tap_file=$2; shift 2 ;;
+			tap_path=$2; shift 2 ;;
 	-h|--help)	usage; exit 0 ;;
 	-*)		echo "$me: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*)		break ;;
@@ -52,31 +52,19 @@ debdir=$1
 bindir=${2:-${BUILD:-}/selftests}
 out=${VHOST_BLK_VM_OUT:?$me runs inside the test VM (vm/run-vm.sh --no-module)}
 log=$out/package.log
-[ -z "$tap_file" ] || : >"$tap_file"
 : >"$log"
 
-emit() {
-	printf '%s\n' "$*"
-	[ -z "$tap_file" ] || printf '%s\n' "$*" >>"$tap_file"
-}
-
-n=0
-failed=0
-ok() { n=$((n + 1)); emit "ok $n - $*"; }
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	emit "not ok $n - $*"
-}
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 # check NAME WHY-IF-NOT COMMAND...: ok when COMMAND succeeds.
 check() {
 	local name=$1 why=$2
 
 	shift 2
 	if "$@" >>"$log" 2>&1; then
-		ok "$name"
+		tap_ok "$name"
 	else
-		not_ok "$name - $why (log: $log)"
+		tap_not_ok "$name - $why (log: $log)"
 	fi
 }
 # run COMMAND...: into the log, with a header line, each line of output
@@ -89,20 +77,20 @@ run() {
 }
 
 plan=18
-emit "TAP version 13"
-emit "1..$plan"
+tap_start "$tap_path"
+tap_plan "$plan"
 
 krel=$(uname -r)
 dkms_deb=$(ls "$debdir"/vhost-blk-dkms_*_all.deb 2>/dev/null | sort -V | tail -n 1 || true)
 tools_deb=$(ls "$debdir"/vhost-blk-tools_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -z "$dkms_deb" ] || [ -z "$tools_deb" ]; then
-	emit "Bail out! no vhost-blk-dkms_*_all.deb or vhost-blk-tools_*.deb in $debdir: run 'make deb'"
+	tap_bail "no vhost-blk-dkms_*_all.deb or vhost-blk-tools_*.deb in $debdir: run 'make deb'"
 	exit 1
 fi
 ver=$(dpkg-deb -f "$dkms_deb" Version)
 ver=${ver%-*}
 if grep -qw vhost_blk /proc/modules; then
-	emit "Bail out! vhost_blk is already loaded: run the VM with --no-module"
+	tap_bail "vhost_blk is already loaded: run the VM with --no-module"
 	exit 1
 fi
 
@@ -122,7 +110,7 @@ for cfg in /boot/config-*; do
 	[ -f "$cfg" ] && [ "$cfg" != "/boot/config-$krel" ] || continue
 	if dpkg --compare-versions "${cfg#/boot/config-}" gt "$krel"; then
 		mv "$cfg" "$cfg.hidden-by-package-test" &&
-			emit "# hid $cfg: DKMS builds for $krel only"
+			tap_diag "hid $cfg: DKMS builds for $krel only"
 	fi
 done
 
@@ -132,9 +120,9 @@ done
 t0=$(date +%s)
 if run env DEBIAN_FRONTEND=noninteractive apt-get install -y \
 	--no-install-recommends "$dkms_deb" "$tools_deb"; then
-	ok "install - apt-get install of both packages, DKMS build included: $(($(date +%s) - t0)) s"
+	tap_ok "install - apt-get install of both packages, DKMS build included: $(($(date +%s) - t0)) s"
 else
-	not_ok "install - apt-get install $dkms_deb $tools_deb failed after $(($(date +%s) - t0)) s (log: $log)"
+	tap_not_ok "install - apt-get install $dkms_deb $tools_deb failed after $(($(date +%s) - t0)) s (log: $log)"
 fi
 
 # 2: dkms status: this module installed for the running kernel, no
@@ -152,17 +140,17 @@ dkms_status() {
 status=$(dkms_status)
 if grep -qxF "vhost-blk/$ver, $krel, $(uname -m): installed" <<<"$status" &&
    ! grep -qiE 'warning|error|broken|added$|built$' <<<"$status"; then
-	ok "dkms-status - vhost-blk/$ver installed for $krel"
+	tap_ok "dkms-status - vhost-blk/$ver installed for $krel"
 else
-	not_ok "dkms-status - expected 'vhost-blk/$ver, $krel, $(uname -m): installed' and nothing else amiss, got: $(tr '\n' ';' <<<"$status")"
+	tap_not_ok "dkms-status - expected 'vhost-blk/$ver, $krel, $(uname -m): installed' and nothing else amiss, got: $(tr '\n' ';' <<<"$status")"
 fi
 
 # 3: modprobe would load the DKMS build.
 modfile=$(modinfo -n vhost_blk 2>>"$log" || true)
 case $modfile in
 "/lib/modules/$krel/updates/dkms/vhost_blk.ko"*)
-	ok "module-path - $modfile" ;;
-*)	not_ok "module-path - modinfo -n vhost_blk is '$modfile', not /lib/modules/$krel/updates/dkms/vhost_blk.ko*" ;;
+	tap_ok "module-path - $modfile" ;;
+*)	tap_not_ok "module-path - modinfo -n vhost_blk is '$modfile', not /lib/modules/$krel/updates/dkms/vhost_blk.ko*" ;;
 esac
 
 # 4: the tools package's files.
@@ -172,9 +160,9 @@ if [ -f "$rule" ] && grep -qE '^KERNEL=="vhost-blk", GROUP="kvm", MODE="0660"' "
    [ -f "$snippet" ] && grep -qx vhost_blk "$snippet" &&
    [ -f /usr/share/man/man8/vhost-blk-bridge.8.gz ] &&
    run vhost-blk-bridge --help; then
-	ok "tools-files - udev rule, modules-load.d snippet, man page, vhost-blk-bridge --help"
+	tap_ok "tools-files - udev rule, modules-load.d snippet, man page, vhost-blk-bridge --help"
 else
-	not_ok "tools-files - $rule, $snippet, the man page or vhost-blk-bridge --help missing or wrong"
+	tap_not_ok "tools-files - $rule, $snippet, the man page or vhost-blk-bridge --help missing or wrong"
 fi
 
 # 4b: the bridge's systemd units, as an instance of them, pass
@@ -190,9 +178,9 @@ if [ -f "$units/vhost-blk-bridge@.service" ] &&
    [ -f /usr/share/doc/vhost-blk-tools/examples/instance.conf ] &&
    run systemd-analyze verify --man=no "$udir/vhost-blk-bridge@pkgtest.socket" \
 	"$udir/vhost-blk-bridge@pkgtest.service"; then
-	ok "systemd-units - vhost-blk-bridge@.socket and @.service verify, /etc/vhost-blk-bridge, example instance.conf"
+	tap_ok "systemd-units - vhost-blk-bridge@.socket and @.service verify, /etc/vhost-blk-bridge, example instance.conf"
 else
-	not_ok "systemd-units - missing, or systemd-analyze verify failed (log: $log)"
+	tap_not_ok "systemd-units - missing, or systemd-analyze verify failed (log: $log)"
 fi
 rm -rf "$udir"
 
@@ -208,9 +196,9 @@ if [ -f "$sysusers" ] && [ -n "$bu" ] &&
    [ "$bgroups" = "kvm vhost-blk-bridge " ] &&
    grep -qx 'User=vhost-blk-bridge' "$units/vhost-blk-bridge@.service" &&
    grep -qx 'CapabilityBoundingSet=' "$units/vhost-blk-bridge@.service"; then
-	ok "system-user - vhost-blk-bridge ($bu; groups ${bgroups% }), the service's User=, no capabilities"
+	tap_ok "system-user - vhost-blk-bridge ($bu; groups ${bgroups% }), the service's User=, no capabilities"
 else
-	not_ok "system-user - expected $sysusers and a system user vhost-blk-bridge in groups kvm and vhost-blk-bridge, got '$bu' in '${bgroups% }'"
+	tap_not_ok "system-user - expected $sysusers and a system user vhost-blk-bridge in groups kvm and vhost-blk-bridge, got '$bu' in '${bgroups% }'"
 fi
 
 # 5: the dkms.conf refuses a kernel series it has no source for, saying
@@ -218,12 +206,12 @@ fi
 scratch=$(mktemp -d)
 if (cd "$scratch" && "/usr/src/vhost-blk-$ver/dkms-vhost-h.sh" 6.99.1-fake-amd64) \
 	>"$scratch/out" 2>&1; then
-	not_ok "refuse-other-series - dkms-vhost-h.sh accepted kernel 6.99.1 without linux-source-6.99"
+	tap_not_ok "refuse-other-series - dkms-vhost-h.sh accepted kernel 6.99.1 without linux-source-6.99"
 elif grep -q 'install linux-source-6.99' "$scratch/out" &&
      grep -q 'linux-source-6.99' "$scratch/make.log"; then
-	ok "refuse-other-series - PRE_BUILD refuses kernel 6.99.1: $(head -n 1 "$scratch/out")"
+	tap_ok "refuse-other-series - PRE_BUILD refuses kernel 6.99.1: $(head -n 1 "$scratch/out")"
 else
-	not_ok "refuse-other-series - dkms-vhost-h.sh failed without the expected message: $(tr '\n' ' ' <"$scratch/out")"
+	tap_not_ok "refuse-other-series - dkms-vhost-h.sh failed without the expected message: $(tr '\n' ' ' <"$scratch/out")"
 fi
 rm -rf "$scratch"
 
@@ -231,17 +219,17 @@ rm -rf "$scratch"
 # rule is applied the way it is at boot, on the module's uevent.
 udevd=/lib/systemd/systemd-udevd
 if run "$udevd" --daemon && run udevadm settle --timeout=60; then
-	ok "udevd - systemd-udevd started"
+	tap_ok "udevd - systemd-udevd started"
 else
-	not_ok "udevd - $udevd --daemon failed"
+	tap_not_ok "udevd - $udevd --daemon failed"
 fi
 
 # 7: systemd-modules-load loads what the snippet lists, as at boot.
 if run /lib/systemd/systemd-modules-load "$snippet" &&
    grep -qw vhost_blk /proc/modules; then
-	ok "modules-load - systemd-modules-load $snippet loaded vhost_blk"
+	tap_ok "modules-load - systemd-modules-load $snippet loaded vhost_blk"
 else
-	not_ok "modules-load - systemd-modules-load $snippet did not load vhost_blk"
+	tap_not_ok "modules-load - systemd-modules-load $snippet did not load vhost_blk"
 	run modprobe vhost_blk || true
 fi
 
@@ -257,18 +245,18 @@ if [ -n "$modfile" ] && xz -dc "$modfile" >/tmp/vhost_blk.ko 2>/dev/null ||
 		sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p' || true)
 fi
 if [ -n "$loaded" ] && [ "$loaded" = "$built" ]; then
-	ok "module-loaded - build ID $loaded, the DKMS build's"
+	tap_ok "module-loaded - build ID $loaded, the DKMS build's"
 else
-	not_ok "module-loaded - loaded build ID '$loaded', DKMS build's '$built'"
+	tap_not_ok "module-loaded - loaded build ID '$loaded', DKMS build's '$built'"
 fi
 
 # 9: the node, as udev left it.
 run udevadm settle --timeout=60 || true
 perm=$(stat -c '%G %a' /dev/vhost-blk 2>&1 || true)
 if [ "$perm" = "kvm 660" ]; then
-	ok "node-perms - /dev/vhost-blk group kvm mode 0660"
+	tap_ok "node-perms - /dev/vhost-blk group kvm mode 0660"
 else
-	not_ok "node-perms - /dev/vhost-blk is '$perm', expected 'kvm 660'"
+	tap_not_ok "node-perms - /dev/vhost-blk is '$perm', expected 'kvm 660'"
 fi
 
 # 10, 11: open(2) as an unprivileged user in group kvm, and not in it.
@@ -279,22 +267,22 @@ open_as() {	# open_as SETPRIV-GROUP-OPTION: stderr of the open
 		bash -c 'exec 3<>/dev/vhost-blk' 2>&1
 }
 if [ ! -c /dev/vhost-blk ]; then
-	not_ok "kvm-user-open - no /dev/vhost-blk"
+	tap_not_ok "kvm-user-open - no /dev/vhost-blk"
 elif [ -z "$kvm_gid" ]; then
-	not_ok "kvm-user-open - no group kvm"
+	tap_not_ok "kvm-user-open - no group kvm"
 elif msg=$(open_as --groups="$kvm_gid"); then
-	ok "kvm-user-open - uid $uid in group kvm ($kvm_gid) opens /dev/vhost-blk"
+	tap_ok "kvm-user-open - uid $uid in group kvm ($kvm_gid) opens /dev/vhost-blk"
 else
-	not_ok "kvm-user-open - uid $uid in group kvm cannot open /dev/vhost-blk: $msg"
+	tap_not_ok "kvm-user-open - uid $uid in group kvm cannot open /dev/vhost-blk: $msg"
 fi
 if [ ! -c /dev/vhost-blk ]; then
-	not_ok "other-user-eacces - no /dev/vhost-blk"
+	tap_not_ok "other-user-eacces - no /dev/vhost-blk"
 elif msg=$(open_as --clear-groups); then
-	not_ok "other-user-eacces - uid $uid in no group opened /dev/vhost-blk"
+	tap_not_ok "other-user-eacces - uid $uid in no group opened /dev/vhost-blk"
 elif grep -q 'Permission denied' <<<"$msg"; then
-	ok "other-user-eacces - uid $uid in no group: EACCES"
+	tap_ok "other-user-eacces - uid $uid in no group: EACCES"
 else
-	not_ok "other-user-eacces - expected EACCES, got: $msg"
+	tap_not_ok "other-user-eacces - expected EACCES, got: $msg"
 fi
 
 # 12: a selftest against the installed module, as in_vm.sh runs it.
@@ -304,12 +292,12 @@ if [ -x "$bindir/vhost_blk_ctl_test" ]; then
 		"$bindir/vhost_blk_ctl_test" >"$ctl_tap" 2>&1 && rc=0 || rc=$?
 	totals=$(sed -n 's/^# Totals: //p' "$ctl_tap")
 	if [ "$rc" = 0 ]; then
-		ok "ctl-selftest - vhost_blk_ctl_test on /dev/ram0: ${totals:-?}"
+		tap_ok "ctl-selftest - vhost_blk_ctl_test on /dev/ram0: ${totals:-?}"
 	else
-		not_ok "ctl-selftest - vhost_blk_ctl_test on /dev/ram0 exited $rc: ${totals:-no totals}, see $ctl_tap"
+		tap_not_ok "ctl-selftest - vhost_blk_ctl_test on /dev/ram0 exited $rc: ${totals:-no totals}, see $ctl_tap"
 	fi
 else
-	not_ok "ctl-selftest - $bindir/vhost_blk_ctl_test missing: run 'make tools'"
+	tap_not_ok "ctl-selftest - $bindir/vhost_blk_ctl_test missing: run 'make tools'"
 fi
 
 # 13: unloading.
@@ -320,9 +308,9 @@ run udevadm control --exit || true
 t0=$(date +%s)
 if run env DEBIAN_FRONTEND=noninteractive apt-get purge -y \
 	vhost-blk-dkms vhost-blk-tools; then
-	ok "purge - apt-get purge of both packages: $(($(date +%s) - t0)) s"
+	tap_ok "purge - apt-get purge of both packages: $(($(date +%s) - t0)) s"
 else
-	not_ok "purge - apt-get purge vhost-blk-dkms vhost-blk-tools failed (log: $log)"
+	tap_not_ok "purge - apt-get purge vhost-blk-dkms vhost-blk-tools failed (log: $log)"
 fi
 
 # 15: nothing left behind.
@@ -334,20 +322,19 @@ for f in /lib/modules/"$krel"/updates/dkms/vhost_blk.ko* /var/lib/dkms/vhost-blk
 	[ ! -e "$f" ] || left+=("$f")
 done
 if [ ${#left[@]} -eq 0 ]; then
-	ok "purged-files - module, dkms tree, sources, udev rule, snippet, bridge, units, sysusers.d file gone (the user stays, as Debian keeps system users)"
+	tap_ok "purged-files - module, dkms tree, sources, udev rule, snippet, bridge, units, sysusers.d file gone (the user stays, as Debian keeps system users)"
 else
-	not_ok "purged-files - left behind: ${left[*]}"
+	tap_not_ok "purged-files - left behind: ${left[*]}"
 fi
 
 # 16: dkms knows nothing of it, and modprobe finds no vhost_blk.
 status=$(dkms_status)
 if grep -q vhost-blk <<<"$status"; then
-	not_ok "dkms-clean - dkms status still lists: $(tr '\n' ';' <<<"$status")"
+	tap_not_ok "dkms-clean - dkms status still lists: $(tr '\n' ';' <<<"$status")"
 elif modinfo -n vhost_blk >>"$log" 2>&1; then
-	not_ok "dkms-clean - modinfo still finds vhost_blk"
+	tap_not_ok "dkms-clean - modinfo still finds vhost_blk"
 else
-	ok "dkms-clean - dkms status and modinfo know no vhost_blk"
+	tap_ok "dkms-clean - dkms status and modinfo know no vhost_blk"
 fi
 
-[ "$n" = "$plan" ] || emit "# ran $n tests, planned $plan"
-[ "$failed" = 0 ]
+tap_end

@@ -63,6 +63,9 @@ tcg_threads=${VHOST_BLK_CHECK_TCG_THREADS:-single}
 # VHOST_BLK_TEST_STRICT, under which the programs fail there anyway.)
 refused_skips='/dev/vhost-blk|vhost_blk loaded|VHOST_BLK_TEST_DEV|cannot open the backend|tracepoints|events/vhost_blk'
 
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$here/tap.sh"
+
 note() { printf 'run_check: %s\n' "$*" >&2; }
 
 usage() {
@@ -151,15 +154,13 @@ build() {	# build TARGET
 	local target=$1 t0=$SECONDS
 
 	if make -C "$repo" "$target" >"$out/host.build-$target.log" 2>&1; then
-		printf 'TAP version 13\n1..1\nok 1 - build: make %s (%d s)\n' \
-			"$target" $((SECONDS - t0)) >"$out/host.build-$target.tap"
+		tap_file "$out/host.build-$target.tap" ok \
+			"build: make $target ($((SECONDS - t0)) s)"
 	else
 		note "make $target failed: see $out/host.build-$target.log"
-		{
-			printf 'TAP version 13\n1..1\nnot ok 1 - build: make %s failed\n' \
-				"$target"
-			tail -n 20 "$out/host.build-$target.log" | sed 's/^/# /'
-		} >"$out/host.build-$target.tap"
+		tap_file "$out/host.build-$target.tap" not_ok \
+			"build: make $target failed" \
+			"$(tail -n 20 "$out/host.build-$target.log")"
 	fi
 }
 # Behind the rest: on a new machine the debug kernel's build takes 20 to
@@ -185,8 +186,8 @@ for prog in vhost_blk_io_test vhost_blk_ctl_test vhost_blk_fastpath_test \
 	fi
 done
 if [ "$problem" = 1 ]; then
-	printf 'TAP version 13\n1..1\nnot ok 1 selftests-built - programs missing from %s\n' \
-		"$bindir" >"$out/host.build.tap"
+	tap_file "$out/host.build.tap" not_ok \
+		"selftests-built - programs missing from $bindir"
 	count "$out"/*.tap
 	exit 1
 fi
@@ -233,8 +234,8 @@ run_debug_vm() {	# run_debug_vm DIR TIMEOUT IN_VM-ARGS...
 	if [ ! -f "$ko" ] || ! bash "$repo/scripts/debug-kernel.sh" --path >/dev/null; then
 		note "no debug kernel or no $ko: run 'make module-debug'"
 		mkdir -p "$dir"
-		printf 'TAP version 13\n1..1\nnot ok 1 - debug VM: no debug kernel or no %s (make module-debug)\n' \
-			"$ko" >"$dir/debug.vm.tap"
+		tap_file "$dir/debug.vm.tap" not_ok \
+			"debug VM: no debug kernel or no $ko (make module-debug)"
 		return 0
 	fi
 	run_vm debug "$dir" "$t" --kernel debug -- \
@@ -260,8 +261,8 @@ series_checks() {
 	note "patch series check (log: $out/patches.log)"
 	if ! bash "$repo/scripts/patches.sh" --check --tap "$out/patches.tap" \
 		>"$out/patches.log" 2>&1 && [ ! -s "$out/patches.tap" ]; then
-		printf 'TAP version 13\n1..1\nnot ok 1 patches - scripts/patches.sh failed; log: %s\n' \
-			"$out/patches.log" >"$out/patches.tap"
+		tap_file "$out/patches.tap" not_ok \
+			"patches - scripts/patches.sh failed; log: $out/patches.log"
 	fi
 
 	# Our files in a 7.3 kernel tree: drivers/vhost/ built with and without
@@ -270,12 +271,11 @@ series_checks() {
 	# the first time.
 	note "in-tree build and kselftest run_tests on 7.3 (log: $out/intree.log)"
 	if bash "$repo/scripts/intree.sh" >"$out/intree.log" 2>&1; then
-		printf 'TAP version 13\n1..1\nok 1 intree - %s\n' \
-			"$(tail -n 1 "$out/intree.log")" >"$out/intree.tap"
+		tap_file "$out/intree.tap" ok "intree - $(tail -n 1 "$out/intree.log")"
 	else
 		why=$(sed -n 's/^intree: error: //p' "$out/intree.log" | tail -n 1)
-		printf 'TAP version 13\n1..1\nnot ok 1 intree - %s; log: %s\n' \
-			"${why:-scripts/intree.sh failed}" "$out/intree.log" >"$out/intree.tap"
+		tap_file "$out/intree.tap" not_ok \
+			"intree - ${why:-scripts/intree.sh failed}; log: $out/intree.log"
 	fi
 }
 series_checks &
@@ -299,8 +299,7 @@ if [ -x "$bridge_test" ]; then
 	note "bridge unit tests: $(tail -n 1 "$out/host.bridge-unit.tap")"
 else
 	note "$bridge_test is missing: run 'make tools'"
-	printf 'TAP version 13\n1..1\nnot ok 1 bridge-unit-tests-built\n' \
-		>"$out/host.bridge-unit.tap"
+	tap_file "$out/host.bridge-unit.tap" not_ok bridge-unit-tests-built
 fi
 
 # The same unit tests built with ASan and UBSan (make -C
@@ -310,8 +309,8 @@ fi
 bridge_make=(make -s -C "$repo/tools/vhost-blk-bridge" OUT="$BUILD/tools")
 if ! "${bridge_make[@]}" "$BUILD/tools/vhost-blk-bridge-test-asan" \
 	>"$out/host.bridge-asan-build.log" 2>&1; then
-	printf 'TAP version 13\n1..1\nnot ok 1 bridge-unit-tests-asan-built # see host.bridge-asan-build.log\n' \
-		>"$out/host.bridge-unit-asan.tap"
+	tap_file "$out/host.bridge-unit-asan.tap" not_ok \
+		"bridge-unit-tests-asan-built" "see host.bridge-asan-build.log"
 else
 	"$BUILD/tools/vhost-blk-bridge-test-asan" \
 		>"$out/host.bridge-unit-asan.tap" 2>&1
@@ -323,17 +322,16 @@ note "bridge unit tests under ASan+UBSan: $(tail -n 1 "$out/host.bridge-unit-asa
 # comments.  make -C tools/vhost-blk-bridge fuzz FUZZ_RUNS=10000000 is the
 # long run.
 fuzz_runs=${VHOST_BLK_CHECK_BRIDGE_FUZZ_RUNS:-100000}
-{
-	echo "TAP version 13"
-	echo "1..1"
-	if "${bridge_make[@]}" fuzz FUZZ_RUNS="$fuzz_runs" \
-		>"$out/host.bridge-fuzz.log" 2>&1; then
-		echo "ok 1 - bridge-fuzz: $fuzz_runs inputs through the message handler, no crash, leak or report"
-	else
-		echo "not ok 1 - bridge-fuzz: a crash, leak or sanitizer report, or the build failed (see host.bridge-fuzz.log)"
-	fi
-	grep '^stat::' "$out/host.bridge-fuzz.log" | sed 's/^/# /'
-} >"$out/host.bridge-fuzz.tap"
+if "${bridge_make[@]}" fuzz FUZZ_RUNS="$fuzz_runs" \
+	>"$out/host.bridge-fuzz.log" 2>&1; then
+	tap_file "$out/host.bridge-fuzz.tap" ok \
+		"bridge-fuzz: $fuzz_runs inputs through the message handler, no crash, leak or report" \
+		"$(grep '^stat::' "$out/host.bridge-fuzz.log")"
+else
+	tap_file "$out/host.bridge-fuzz.tap" not_ok \
+		"bridge-fuzz: a crash, leak or sanitizer report, or the build failed (see host.bridge-fuzz.log)" \
+		"$(grep '^stat::' "$out/host.bridge-fuzz.log")"
+fi
 note "bridge fuzzer: $(sed -n 's/^\(not \)\{0,1\}ok 1 - //p' "$out/host.bridge-fuzz.tap")"
 
 # Line coverage of the bridge (make coverage): the unit tests and a replay
@@ -375,15 +373,15 @@ background() {
 	bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
 		--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" >"$out/e2e.log" 2>&1
 	[ -s "$out/e2e.tap" ] ||
-		printf 'TAP version 13\n1..1\nnot ok 1 bridge-e2e-ran\n' >"$out/e2e.tap"
+		tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
 }
 if [ "${#debs[@]}" -ge 2 ]; then
 	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then the bridge end-to-end test (log: $out/e2e.log)"
 else
 	note "no .debs in $BUILD/deb: run 'make deb'"
 	mkdir -p "$pkg_out"
-	printf 'TAP version 13\n1..1\nnot ok 1 - packages: no vhost-blk-dkms and vhost-blk-tools .debs in %s (make deb)\n' \
-		"$BUILD/deb" >"$pkg_out/package.tap"
+	tap_file "$pkg_out/package.tap" not_ok \
+		"packages: no vhost-blk-dkms and vhost-blk-tools .debs in $BUILD/deb (make deb)"
 	note "in the background: the bridge end-to-end test (log: $out/e2e.log)"
 fi
 background &
@@ -406,8 +404,8 @@ for kv in 6.1 7.3; do
 	else
 		note "no $ko: run 'make module-$kv'"
 		mkdir -p "$out/$kv"
-		printf 'TAP version 13\n1..1\nnot ok 1 - %s VM: no %s (make module-%s)\n' \
-			"$kv" "$ko" "$kv" >"$out/$kv/$kv.vm.tap"
+		tap_file "$out/$kv/$kv.vm.tap" not_ok \
+			"$kv VM: no $ko (make module-$kv)"
 	fi
 done
 

@@ -8,6 +8,8 @@
 set -euo pipefail
 
 e2e_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$e2e_dir/../../testing/vhost-blk-ci/tap.sh"
 tool_dir=$(cd "$e2e_dir/.." && pwd)
 repo=$(cd "$tool_dir/../.." && pwd)
 BUILD=${BUILD:-$repo/build}
@@ -64,41 +66,32 @@ rm -f "$out/results"
 # any exit, so that a run that never got going still says so.
 stage=build vm_rc=
 write_tap() {
-	local n=0 status what name detail
+	local what=e2e-test-vm
 
 	[ -n "$tap" ] || return 0
 	{
-		echo "TAP version 13"
-		echo "# vhost-blk-bridge end-to-end test, logs in $out"
+		tap_start
+		tap_diag "vhost-blk-bridge end-to-end test, logs in $out"
 		if [ "$stage" = build ]; then
-			n=$((n + 1))
-			echo "not ok $n e2e-build - the bridge, the guest kernel or tools.img did not build"
+			tap_not_ok "e2e-build - the bridge, the guest kernel or tools.img did not build"
 		else
-			n=$((n + 1))
-			echo "ok $n e2e-build"
-			while read -r status name detail; do
-				case "$status" in
-				pass) n=$((n + 1)); echo "ok $n $name${detail:+ - $detail}" ;;
-				fail) n=$((n + 1)); echo "not ok $n $name${detail:+ - $detail}" ;;
-				time) echo "# time $name ${detail}s" ;;
-				esac
-			done <"$out/results" 2>/dev/null
-			n=$((n + 1))
-			what="e2e-test-vm"
+			tap_ok e2e-build
+			tap_results "$out/results"
 			if [ "$vm_rc" = 3 ]; then
-				echo "not ok $n $what - a kernel warning in the test VM, see $out/dmesg.log"
+				tap_not_ok "$what - a kernel warning in the test VM, see $out/dmesg.log"
 			elif [ "$vm_rc" = 124 ]; then
-				echo "not ok $n $what - timed out after $timeout_s s, see $out/console.log"
+				tap_not_ok "$what - timed out after $timeout_s s, see $out/console.log"
 			elif ! grep -qx complete "$out/results" 2>/dev/null; then
-				echo "not ok $n $what - in-vm.sh did not finish (status ${vm_rc:-none}), see $out/console.log"
+				tap_not_ok "$what - in-vm.sh did not finish (status ${vm_rc:-none}), see $out/console.log"
 			elif [ "$vm_rc" = 0 ] || [ "$vm_rc" = 1 ]; then
-				echo "ok $n $what"
+				tap_ok "$what"
 			else
-				echo "not ok $n $what - status $vm_rc, see $out/console.log"
+				tap_not_ok "$what - status $vm_rc, see $out/console.log"
 			fi
 		fi
-		echo "1..$n"
-	} >"$tap.tmp" && mv "$tap.tmp" "$tap"
+		tap_end || true
+	} >"$tap.tmp"
+	mv "$tap.tmp" "$tap"
 }
 trap write_tap EXIT
 

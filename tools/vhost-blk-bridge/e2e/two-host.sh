@@ -13,6 +13,8 @@
 set -euo pipefail
 
 e2e_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$e2e_dir/../../testing/vhost-blk-ci/tap.sh"
 tool_dir=$(cd "$e2e_dir/.." && pwd)
 repo=$(cd "$tool_dir/../.." && pwd)
 BUILD=${BUILD:-$repo/build}
@@ -78,30 +80,22 @@ wait "$pid_a" || rc_a=$?
 wait "$pid_b" || rc_b=$?
 end=$(date +%s)
 
-passed=0 failed=0 n=0
 {
-	echo "TAP version 13"
+	tap_start
 	for r in a b; do
-		while read -r status name detail; do
-			case "$status" in
-			pass) n=$((n + 1)); passed=$((passed + 1)); echo "ok $n $name${detail:+ - $detail}" ;;
-			fail) n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $name${detail:+ - $detail}" ;;
-			time) echo "# time $name ${detail}s" ;;
-			esac
-		done <"$out/$r/results" 2>/dev/null
+		tap_results "$out/$r/results"
 		rc=$rc_a
 		[ "$r" = b ] && rc=$rc_b
-		n=$((n + 1))
 		if [ "$rc" = 0 ] && grep -qx complete "$out/$r/results" 2>/dev/null; then
-			passed=$((passed + 1))
-			echo "ok $n host-$r-vm"
+			tap_ok "host-$r-vm"
 		else
-			failed=$((failed + 1))
-			echo "not ok $n host-$r-vm - status $rc, see $out/$r.log and $out/$r/console.log"
+			tap_not_ok "host-$r-vm - status $rc, see $out/$r.log and $out/$r/console.log"
 		fi
 	done
-	echo "1..$n"
+	tap_end || true
 } >"$out/two-host.tap"
+failed=$tap_failed
+passed=$((tap_n - tap_failed))
 [ -z "$tap" ] || cp "$out/two-host.tap" "$tap"
 grep -E '^(ok|not ok|# time)' "$out/two-host.tap"
 echo "two-host migration: $((end - start)) s, logs in $out"
