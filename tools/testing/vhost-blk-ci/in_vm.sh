@@ -111,6 +111,8 @@ backends=(brd nullb ext4 nvmetcp)
 [ "$pass" = stock ] || backends=(brd nullb ext4)
 
 note() { printf 'in_vm: %s\n' "$*"; }
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$here/tap.sh"
 
 # The setup_* functions print the backend's path; anything else goes to
 # stderr.
@@ -220,26 +222,24 @@ kmemleak_forget() {
 	kmemleak_report && kmemleak_cmd clear
 }
 
-# kmemleak_scan TAP N WHEN LOG: result N in TAP, "no leak WHEN", and any
-# report in LOG and on the console.
+# kmemleak_scan WHEN LOG: a result in the TAP stream, "no leak WHEN", and
+# any report in LOG and on the console.
 kmemleak_scan() {
-	local tap=$1 n=$2 desc="kmemleak: no leak $3" log=$4
+	local desc="kmemleak: no leak $1" log=$2
 
 	if ! kmemleak_report || ! cat "$kmemleak" >"$log"; then
-		echo "not ok $n - $desc # kmemleak refused the scan: it turned itself off (see dmesg.log)" >>"$tap"
-		note "kmemleak $3: cannot scan (kmemleak off?)"
+		tap_not_ok "$desc" "kmemleak refused the scan: it turned itself off (see dmesg.log)"
+		note "kmemleak $1: cannot scan (kmemleak off?)"
 		return
 	fi
 	if [ -s "$log" ]; then
-		{
-			echo "not ok $n - $desc: $(grep -c '^unreferenced object' "$log") unreferenced objects (full report: $log)"
-			head -n 400 "$log" | sed 's/^/# /'
-		} >>"$tap"
-		note "kmemleak $3: unreferenced objects:"
+		tap_not_ok "$desc: $(grep -c '^unreferenced object' "$log") unreferenced objects (full report: $log)" \
+			"$(head -n 400 "$log")"
+		note "kmemleak $1: unreferenced objects:"
 		sed 's/^/in_vm:   /' "$log"
 	else
-		echo "ok $n - $desc" >>"$tap"
-		note "kmemleak $3: none"
+		tap_ok "$desc"
+		note "kmemleak $1: none"
 	fi
 }
 
@@ -270,8 +270,7 @@ for name in "${backends[@]}"; do
 		# Counted as one failed test.
 		reason=$(tr '\n' ' ' <"$errs")
 		note "$name: setup failed: ${reason:-no reason given}"
-		printf 'TAP version 13\n1..1\nnot ok 1 %s.setup # %s\n' \
-			"$name" "$reason" >"$out/$prefix$name.setup.tap"
+		tap_file "$out/$prefix$name.setup.tap" not_ok "$name.setup" "$reason"
 	fi
 done
 rm -f "$errs"
@@ -332,12 +331,10 @@ fi
 
 # 6.1 and 7.3: the module unloads after the tests.
 if [ "$pass" = 6.1 ] || [ "$pass" = 7.3 ]; then
-	tap=$out/${prefix}unload.tap
-	printf 'TAP version 13\n1..1\n' >"$tap"
 	if msg=$(rmmod vhost_blk 2>&1); then
-		echo "ok 1 - rmmod vhost_blk" >>"$tap"
+		tap_file "$out/${prefix}unload.tap" ok "rmmod vhost_blk"
 	else
-		echo "not ok 1 - rmmod vhost_blk: $msg" >>"$tap"
+		tap_file "$out/${prefix}unload.tap" not_ok "rmmod vhost_blk: $msg"
 		note "rmmod vhost_blk failed: $msg"
 	fi
 	exit 0
@@ -345,39 +342,36 @@ fi
 
 # The debug kernel: leaks, after the tests and after unloading the module
 # (what it allocated and did not free becomes unreferenced then).
-tap=$out/${prefix}kmemleak.tap
-printf 'TAP version 13\n1..3\n' >"$tap"
+tap_start --quiet "$out/${prefix}kmemleak.tap"
+tap_plan 3
 if [ "$kmemleak_ready" = 1 ]; then
-	kmemleak_scan "$tap" 1 "after the tests" "$out/${prefix}kmemleak.tests.log"
+	kmemleak_scan "after the tests" "$out/${prefix}kmemleak.tests.log"
 else
-	echo "not ok 1 - kmemleak: no leak after the tests # kmemleak not available (see in_vm's notes)" >>"$tap"
+	tap_not_ok "kmemleak: no leak after the tests" "kmemleak not available (see in_vm's notes)"
 fi
 kmemleak_cmd clear
 if msg=$(rmmod vhost_blk 2>&1); then
-	echo "ok 2 - rmmod vhost_blk" >>"$tap"
+	tap_ok "rmmod vhost_blk"
 else
-	echo "not ok 2 - rmmod vhost_blk: $msg" >>"$tap"
+	tap_not_ok "rmmod vhost_blk: $msg"
 	note "rmmod vhost_blk failed: $msg"
 fi
 if [ "$kmemleak_ready" = 1 ]; then
-	kmemleak_scan "$tap" 3 "after unloading vhost_blk" "$out/${prefix}kmemleak.unload.log"
+	kmemleak_scan "after unloading vhost_blk" "$out/${prefix}kmemleak.unload.log"
 else
-	echo "not ok 3 - kmemleak: no leak after unloading vhost_blk # kmemleak not available" >>"$tap"
+	tap_not_ok "kmemleak: no leak after unloading vhost_blk" "kmemleak not available"
 fi
+tap_end
 
 # lockdep must not have turned itself off: then lockdep_assert_held() and
 # every other lock check stopped running.
 tap=$out/${prefix}lockdep.tap
 debug_locks=$(awk '$1 == "debug_locks:" { print $2 }' /proc/lockdep_stats 2>/dev/null)
-{
-	echo "TAP version 13"
-	echo "1..1"
-	case "$debug_locks" in
-	1)	echo "ok 1 - lockdep still on at the end (debug_locks 1)" ;;
-	0)	echo "not ok 1 - lockdep still on at the end: it turned itself off after a report or a taint (see dmesg.log)" ;;
-	*)	echo "not ok 1 - lockdep still on at the end: no debug_locks in /proc/lockdep_stats (kernel without lockdep?)" ;;
-	esac
-} >"$tap"
+case "$debug_locks" in
+1)	tap_file "$tap" ok "lockdep still on at the end (debug_locks 1)" ;;
+0)	tap_file "$tap" not_ok "lockdep still on at the end: it turned itself off after a report or a taint (see dmesg.log)" ;;
+*)	tap_file "$tap" not_ok "lockdep still on at the end: no debug_locks in /proc/lockdep_stats (kernel without lockdep?)" ;;
+esac
 note "lockdep: debug_locks ${debug_locks:-unknown}"
 # How full lockdep's tables got (CONFIG_LOCKDEP_BITS and friends).
 cat /proc/lockdep_stats >"$out/${prefix}lockdep_stats.log" 2>/dev/null

@@ -5,8 +5,10 @@
 # tests, the benchmark's): sourced, never run.  The selftests posted with
 # the driver use the kernel's kselftest/ktap_helpers.sh instead.
 #
-#   tap_start [FILE]      "TAP version 13"; every line also goes to FILE
-#                         when one is given (truncated first)
+#   tap_start [--quiet] [FILE]
+#                         "TAP version 13"; every line also goes to FILE
+#                         when one is given (truncated first), and only
+#                         there with --quiet
 #   tap_plan N            "1..N" before the results
 #   tap_ok DESC           "ok N - DESC"
 #   tap_not_ok DESC [DIAG...]
@@ -27,20 +29,26 @@
 #                         FILE holds a whole TAP stream of that one
 #                         result, each DIAG after it as "# " lines
 #
-# The state is in tap_n (results so far), tap_failed, tap_planned and
-# tap_out.
+# The state is in tap_n (results so far), tap_failed, tap_planned,
+# tap_out and tap_quiet.
 
 tap_n=0
 tap_failed=0
 tap_planned=
 tap_out=
+tap_quiet=0
 
 tap_emit() {
-	printf '%s\n' "$@"
+	[ "$tap_quiet" = 1 ] || printf '%s\n' "$@"
 	[ -z "$tap_out" ] || printf '%s\n' "$@" >>"$tap_out"
 }
 
 tap_start() {
+	tap_quiet=0
+	if [ "${1:-}" = --quiet ]; then
+		tap_quiet=1
+		shift
+	fi
 	tap_n=0 tap_failed=0 tap_planned= tap_out=${1:-}
 	[ -z "$tap_out" ] || : >"$tap_out"
 	tap_emit "TAP version 13"
