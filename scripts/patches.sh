@@ -368,14 +368,14 @@ log "series: $(find "$base/series" -name '*.patch' | wc -l) files in $base/serie
 
 # ------------------------------------------------------ the check
 
-n=0
-results=()
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$top/tools/testing/vhost-blk-ci/tap.sh"
+tap_start --quiet "$base/check.tap"
 result() {	# result OK|FAIL DESCRIPTION
-	n=$((n + 1))
 	if [ "$1" = OK ]; then
-		results+=("ok $n - $2")
+		tap_ok "$2"
 	else
-		results+=("not ok $n - $2")
+		tap_not_ok "$2"
 	fi
 }
 
@@ -445,9 +445,9 @@ for c in $commits; do
 done
 g checkout -q -f vhost-blk
 
+# The plan first: the results as they came, after it.
 {
-	echo "TAP version 13"
-	echo "1..$n"
-	printf '%s\n' "${results[@]}"
+	printf 'TAP version 13\n1..%d\n' "$tap_n"
+	tail -n +2 "$base/check.tap"
 } >"$tap"
-! printf '%s\n' "${results[@]}" | grep -q '^not ok'
+[ "$tap_failed" = 0 ]
