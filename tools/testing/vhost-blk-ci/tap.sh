@@ -59,15 +59,18 @@ tap_plan() {
 	tap_emit "1..$1"
 }
 
+# (No bare 'return' here: in a function an EXIT trap calls, it returns
+# the status the script was exiting with.)
 tap_diag() {
+	local line
+
 	if [ $# -gt 0 ]; then
 		printf '%s\n' "$@" | tap_diag
-		return
+	else
+		while IFS= read -r line; do
+			tap_emit "# ${line#\# }"
+		done
 	fi
-	local line
-	while IFS= read -r line; do
-		tap_emit "# ${line#\# }"
-	done
 }
 
 tap_ok() {

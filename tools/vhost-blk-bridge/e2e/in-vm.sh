@@ -589,16 +589,12 @@ lv_start_bridge() {
 }
 
 # lv_bridge_cred: "uid USER, groups G1 G2... caps EFF PRM BND nnp N" of the
-# bridge, once setpriv has exec'd it.
+# bridge process, nothing if $bridge_pid is not the bridge (yet).
 lv_bridge_cred() {
-	local st=/proc/$bridge_pid/status i u gids g names=
+	local st=/proc/$bridge_pid/status u gids g names=
 
-	for i in $(seq 100); do
-		[ "$(cat "/proc/$bridge_pid/comm" 2>/dev/null)" = vhost-blk-bridg ] &&
-			break
-		sleep 0.1
-	done
-	[ -r "$st" ] || return
+	[ "$(cat "/proc/$bridge_pid/comm" 2>/dev/null)" = vhost-blk-bridg ] &&
+		[ -r "$st" ] || return 0
 	u=$(getent passwd "$(awk '/^Uid:/ { print $2 }' "$st")" | cut -d: -f1)
 	gids=$(sed -n 's/^Groups:[[:space:]]*//p' "$st")
 	for g in $gids; do
@@ -636,7 +632,7 @@ lv_wait() {
 }
 
 libvirt_boot() {
-	local t0 perms region
+	local t0 perms region cred
 
 	t0=$(now)
 	if ! command -v libvirtd >/dev/null || ! command -v virsh >/dev/null; then
@@ -657,14 +653,6 @@ libvirt_boot() {
 		record libvirt:bridge fail "see $out/bridge-libvirt.log"
 		lv_stop_daemons
 		return
-	fi
-	# The bridge runs as the unit's user, with no capability left.
-	lv_bridge_cred=$(lv_bridge_cred)
-	if [[ $lv_bridge_cred = "uid vhost-blk-bridge,"*" caps 0 0 0 nnp 1" ]] &&
-	   [[ $lv_bridge_cred = *" groups "*kvm* ]]; then
-		record libvirt:bridge-unprivileged pass "$lv_bridge_cred"
-	else
-		record libvirt:bridge-unprivileged fail "${lv_bridge_cred:-no bridge process}"
 	fi
 	cp "$kernel" /var/lib/libvirt/boot/$lv_name-bzImage &&
 		cp "$tools" /var/lib/libvirt/images/$lv_name-tools.img &&
@@ -716,6 +704,16 @@ libvirt_boot() {
 		record libvirt:bridge-served-libvirt-qemu pass
 	else
 		record libvirt:bridge-served-libvirt-qemu fail "see $out/bridge-libvirt.log"
+	fi
+	# The bridge that served the guest ran as the unit's user, with no
+	# capability left.  (systemd-socket-activate execs it, through setpriv,
+	# only when the first frontend connects.)
+	cred=$(lv_bridge_cred)
+	if [[ $cred = "uid vhost-blk-bridge,"*" caps 0 0 0 nnp 1" ]] &&
+	   [[ $cred = *" groups "*kvm* ]]; then
+		record libvirt:bridge-unprivileged pass "$cred"
+	else
+		record libvirt:bridge-unprivileged fail "${cred:-no bridge process}"
 	fi
 	stop_bridge bridge-libvirt-exit
 	show_stats "$out/bridge-libvirt.log"
