@@ -352,7 +352,7 @@ fi
 # the DKMS build and depmod under TCG, on one vCPU thread.
 #
 # Then the bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge,
-# in a VM of its own that boots nested guests (15 to 20 min here); e2e.tap
+# in a VM of its own that boots nested guests (about 25 min here); e2e.tap
 # says what ran, a 'not ok' line if nothing did.
 #
 # All of that runs in the background, one VM after the other, beside the
