@@ -292,14 +292,15 @@ count() {
 			problem("no test ran")
 			failed++
 		}
-		for (i = 1; i <= nproblems; i++)
-			print problems[i]
-		for (i = 1; i <= nfails; i++)
-			print fails[i]
+		# Failures last, beside the count: the tail of a log shows them.
 		for (i = 1; i <= nskips && i <= 40; i++)
 			print skips[i]
 		if (nskips > 40)
 			print name ": skipped: ... and " nskips - 40 " more"
+		for (i = 1; i <= nproblems; i++)
+			print problems[i]
+		for (i = 1; i <= nfails; i++)
+			print fails[i]
 		line = passed " passed, " failed " failed"
 		if (skipped > 0)
 			line = line ", " skipped " skipped"
