@@ -204,6 +204,13 @@ struct vhost_blk {
 	spinlock_t sync_lock;		/* sync_list, sync_dead */
 	struct list_head sync_list;
 	bool sync_dead;			/* killed with its owner */
+	/*
+	 * ioctls and releases in progress.  A busy poll holds its ring's
+	 * mutex for up to the window, which the owner sets and may set to
+	 * seconds: while this is not 0, polls end at once, so no control
+	 * path waits one out.  Read without a lock, as a hint.
+	 */
+	atomic_t ctl_waiters;
 };
 
 struct vhost_blk_req {
@@ -1936,15 +1943,17 @@ static void vhost_blk_reap_work(struct vhost_work *work)
  * Poll an empty ring, guest kicks still disabled, until the queue's window
  * has passed since the ring ran dry (idle_since_ns).  Stop at once when
  * the worker has other work (completions included), the scheduler wants
- * the CPU or a signal is pending.  The caller requeues itself for the
- * first two, and the window still counts from idle_since_ns afterwards,
- * so the total time polled per idle period stays bounded.  Meanwhile the
- * ring's polled bios are reaped: their completions queue done_work, and
- * end the poll as an interrupt's would.
+ * the CPU, a signal is pending or an ioctl or release waits to take a
+ * mutex (ctl_waiters).  The caller requeues itself for the first two, and
+ * the window still counts from idle_since_ns afterwards, so the total
+ * time polled per idle period stays bounded.
+ * Meanwhile the ring's polled bios are reaped: their completions queue
+ * done_work, and end the poll as an interrupt's would.
  */
 static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
 {
 	struct vhost_virtqueue *vq = &bvq->vq;
+	struct vhost_blk *blk = vhost_blk_from_vq(vq);
 	u64 window = vhost_blk_poll_window(bvq);
 	enum vhost_blk_poll_outcome outcome;
 	u64 start, now, deadline;
@@ -1973,6 +1982,10 @@ static enum vhost_blk_poll_outcome vhost_blk_poll(struct vhost_blk_vq *bvq)
 		}
 		if (signal_pending(current)) {
 			outcome = VHOST_BLK_POLL_SIGNAL;
+			break;
+		}
+		if (atomic_read(&blk->ctl_waiters)) {
+			outcome = VHOST_BLK_POLL_CONTROL;
 			break;
 		}
 		now = local_clock();
@@ -2818,6 +2831,8 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	if (!blk->ready)
 		goto free;
 
+	/* End any busy poll now rather than at its window: never undone. */
+	atomic_inc(&blk->ctl_waiters);
 	mutex_lock(&blk->dev.mutex);
 	vhost_blk_detach(blk);
 	vhost_blk_sync_stop(blk);
@@ -2833,10 +2848,9 @@ free:
 	return 0;
 }
 
-static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
-			    unsigned long arg)
+static long vhost_blk_do_ioctl(struct vhost_blk *blk, unsigned int ioctl,
+			       unsigned long arg)
 {
-	struct vhost_blk *blk = f->private_data;
 	void __user *argp = (void __user *)arg;
 	struct vhost_vring_file backend;
 	u64 features;
@@ -2892,6 +2906,19 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		mutex_unlock(&blk->dev.mutex);
 		return ret;
 	}
+}
+
+static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
+			    unsigned long arg)
+{
+	struct vhost_blk *blk = f->private_data;
+	long ret;
+
+	/* Busy polls end while we may wait for a ring's mutex. */
+	atomic_inc(&blk->ctl_waiters);
+	ret = vhost_blk_do_ioctl(blk, ioctl, arg);
+	atomic_dec(&blk->ctl_waiters);
+	return ret;
 }
 
 static const struct file_operations vhost_blk_fops = {

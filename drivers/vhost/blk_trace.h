@@ -14,6 +14,7 @@ enum vhost_blk_poll_outcome {
 	VHOST_BLK_POLL_COMPLETION,	/* done_work is queued: requeue */
 	VHOST_BLK_POLL_YIELD,		/* other work or need_resched: requeue */
 	VHOST_BLK_POLL_SIGNAL,		/* the owner is dying: sleep */
+	VHOST_BLK_POLL_CONTROL,		/* an ioctl wants the ring: sleep */
 };
 #endif
 
@@ -28,6 +29,7 @@ TRACE_DEFINE_ENUM(VHOST_BLK_POLL_REQUEST);
 TRACE_DEFINE_ENUM(VHOST_BLK_POLL_COMPLETION);
 TRACE_DEFINE_ENUM(VHOST_BLK_POLL_YIELD);
 TRACE_DEFINE_ENUM(VHOST_BLK_POLL_SIGNAL);
+TRACE_DEFINE_ENUM(VHOST_BLK_POLL_CONTROL);
 
 DECLARE_EVENT_CLASS(vhost_blk_req_class,
 	TP_PROTO(unsigned int vq, u16 desc, u32 type, u64 sector, u64 len,
@@ -133,7 +135,8 @@ TRACE_EVENT(vhost_blk_poll_end,
 				   { VHOST_BLK_POLL_REQUEST, "request" },
 				   { VHOST_BLK_POLL_COMPLETION, "completion" },
 				   { VHOST_BLK_POLL_YIELD, "yield" },
-				   { VHOST_BLK_POLL_SIGNAL, "signal" }))
+				   { VHOST_BLK_POLL_SIGNAL, "signal" },
+				   { VHOST_BLK_POLL_CONTROL, "control" }))
 );
 
 #endif /* _VHOST_BLK_TRACE_H */
