@@ -152,6 +152,7 @@ coverage: $(BUILD)/kernel.env
 
 bench: all
 	bash scripts/deps.sh --ceph
+	bash scripts/qemu10.sh
 	bash $(BENCH_DIR)/run-bench.sh
 
 demo: all

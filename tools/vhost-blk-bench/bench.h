@@ -81,6 +81,7 @@ struct opts {
 	/* What the vhost-user back-end polls (reported only); -1: unknown. */
 	int vu_poll_us;
 	bool vu_poll_adaptive;
+	const char *vu_peer;		/* which vhost-user back-end, or NULL */
 	bool smoke;
 	bool quiet;
 	const char *json;		/* append one JSON object per run */

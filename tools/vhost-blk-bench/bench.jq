@@ -13,8 +13,12 @@ def status: .status // (if .ok then "ok" else "failed" end);
 
 # What makes runs repeats of one another: everything but the round.
 def point_key:
-	{experiment, "label": .label, backend, uring_mode, rw, iodepth, queues,
-	 event_idx, polling, poll_completions, workers};
+	{experiment, "label": .label, backend, peer, uring_mode, rw, iodepth,
+	 queues, event_idx, polling, poll_completions, workers};
+
+# A vhost-user peer's version as numbers ("qsd 10.0" -> [10, 0]), to sort
+# by; [] for none (documents before peers).
+def peer_rank: [(.peer // "") | scan("[0-9]+") | tonumber];
 
 def median:
 	sort as $s | ($s | length) as $n |
@@ -58,6 +62,7 @@ def poll_rank:
 def table_order:
 	[.rw, .iodepth, .queues,
 	 ({"vhost-blk": 0, "vhost-user": 1, "io_uring": 2}[.backend] // 3),
+	 peer_rank,
 	 ({"plain": 0, "sqpoll": 1, "iopoll": 2}[.uring_mode // "plain"] // 3),
 	 (if .workers == "per-queue" then 1 else 0 end),
 	 poll_rank, (if .poll_completions then 1 else 0 end)];
@@ -75,7 +80,8 @@ def best($m; $sel):
 
 def row_name:
 	if . == null then null else
-	"\(.backend)\(if .uring_mode then " " + .uring_mode else "" end)" +
+	"\(.backend)\(if .peer then " (" + .peer + ")" else "" end)" +
+	"\(if .uring_mode then " " + .uring_mode else "" end)" +
 	" \(.rw) qd\(.iodepth) x\(.queues)q polling=\(.polling)" +
 	"\(if .workers != "" and .workers != null then " workers=" + .workers else "" end)" +
 	"\(if .poll_completions then " +completion polling" else "" end)"
@@ -111,15 +117,21 @@ def goals($m):
 	# vhost-blk at iodepth 32: the better of its two polling settings,
 	# against the best io_uring set-up (each side its best).
 	best($h; $qd32 + {backend: "vhost-blk"}) as $vb32 |
-	[goal("IOPS vs qsd, iodepth 1, both polling"; "iops";
-	      pick($h; $qd1 + {backend: "vhost-blk", polling: "adaptive:\(.meta.poll_max_us // 32)"});
-	      pick($h; $qd1 + {backend: "vhost-user", polling: "adaptive:\(.meta.poll_max_us // 32)"});
+	"adaptive:\(.meta.poll_max_us // 32)" as $ap |
+	# Every qsd peer (one, unnamed, in documents before peers).  Against
+	# Debian 12's 7.2, issue 12's goals (2x at iodepth 1, 3x at 32 x 2);
+	# against a newer one, issue 20's (2x at both).
+	[(.meta.qsd_peers // [{peer: null}])[] | .peer as $p |
+	 (if $p == null or ($p | startswith("qsd 7.")) then 3.0 else 2.0 end) as $t32 |
+	 goal("IOPS vs \($p // "qsd"), iodepth 1, both polling"; "iops";
+	      pick($h; $qd1 + {backend: "vhost-blk", polling: $ap});
+	      pick($h; $qd1 + {backend: "vhost-user", peer: $p, polling: $ap});
 	      ">="; 2.0),
-	 goal("IOPS vs qsd, iodepth 32 x 2 queues, both polling"; "iops";
-	      pick($h; $qd32 + {backend: "vhost-blk", polling: "adaptive:\(.meta.poll_max_us // 32)"});
-	      pick($h; $qd32 + {backend: "vhost-user", polling: "adaptive:\(.meta.poll_max_us // 32)"});
-	      ">="; 3.0),
-	 goal("IOPS vs best io_uring, iodepth 32 x 2 queues, a worker each"; "iops";
+	 goal("IOPS vs \($p // "qsd"), iodepth 32 x 2 queues, both polling"; "iops";
+	      pick($h; $qd32 + {backend: "vhost-blk", polling: $ap});
+	      pick($h; $qd32 + {backend: "vhost-user", peer: $p, polling: $ap});
+	      ">="; $t32)] +
+	[goal("IOPS vs best io_uring, iodepth 32 x 2 queues, a worker each"; "iops";
 	      $vb32; best($h; $qd32 + {backend: "io_uring"}); ">="; 0.8),
 	 goal("back-end CPU per request vs plain io_uring, iodepth 32 x 2 queues, polling off"; "cpu_us_per_req";
 	      pick($h; $qd32 + {backend: "vhost-blk", polling: "off"});

@@ -20,6 +20,9 @@ bin=${VHOST_BLK_BENCH_BIN:-$BUILD/vhost-blk-bench/vhost-blk-bench}
 # shellcheck source=../testing/vhost-blk-ci/ceph_rbd.sh
 . "$repo/tools/testing/vhost-blk-ci/ceph_rbd.sh"
 qsd_bin=${VHOST_BLK_BENCH_QSD:-qemu-storage-daemon}
+# QEMU 10's, beside the system's 7.2: scripts/qemu10.sh (make bench) puts
+# it there.  "none" leaves it out.
+qsd10_bin=${VHOST_BLK_BENCH_QSD10:-$BUILD/qemu-10/usr/bin/qemu-storage-daemon}
 
 usage() {
 	cat <<EOF
@@ -35,6 +38,11 @@ irqmode=2 completion_nsec=280000 ("null_blk 280us", the setup of QEMU's
 notification work) and brd (/dev/ram0, created by the VM's runner).
 Back-ends: /dev/vhost-blk, qemu-storage-daemon's vhost-user-blk export
 (an iothread, aio=io_uring, cache.direct=on) and io_uring on the raw disk.
+Two qemu-storage-daemons are peers, each in rows of its own ("peer"):
+the system's (\$VHOST_BLK_BENCH_QSD, Debian 12's 7.2) and QEMU 10's
+(\$VHOST_BLK_BENCH_QSD10, default \$BUILD/qemu-10/usr/bin/qemu-storage-daemon
+from scripts/qemu10.sh; "none": without it).  Both serve the headline,
+matrix, scaling and notify rows; the NVMe/TCP and Ceph rows use the first.
 
 Experiments:
   matrix  4k randread and randwrite, iodepth 1 8 32 128, 1 queue and one
@@ -130,6 +138,21 @@ qsd_queues=$((ncpu > 4 ? ncpu : 4))
 [ -c /dev/vhost-blk ] || die "/dev/vhost-blk does not exist: is vhost_blk.ko loaded? (run this inside run-vm.sh)"
 command -v "$qsd_bin" >/dev/null ||
 	die "$qsd_bin not found: install qemu-system-common (Debian), or set VHOST_BLK_BENCH_QSD"
+# qsd_version BIN: "10.0" of "qemu-storage-daemon version 10.0.2 (...)".
+qsd_version() {
+	"$1" --version | sed -n '1s/^.* version \([0-9]*\.[0-9]*\).*/\1/p'
+}
+# The peers: "NAME|BINARY|MODULE DIR" ("" for the system's own).
+peers=("qsd $(qsd_version "$qsd_bin")|$(command -v "$qsd_bin")|")
+if [ "$qsd10_bin" != none ] && [ "$smoke" = 0 ]; then
+	[ -x "$qsd10_bin" ] ||
+		die "$qsd10_bin not found: run scripts/qemu10.sh (make bench does), or set VHOST_BLK_BENCH_QSD10=none"
+	peers+=("qsd $(qsd_version "$qsd10_bin")|$qsd10_bin|${qsd10_bin%/bin/*}/lib/x86_64-linux-gnu/qemu")
+fi
+# The peer start_qsd starts: the first unless use_peer chose another.
+peer_name='' peer_bin='' peer_mods=''
+use_peer() { IFS='|' read -r peer_name peer_bin peer_mods <<<"$1"; }
+use_peer "${peers[0]}"
 command -v jq >/dev/null || die "jq not found: install jq (scripts/deps.sh does)"
 [ "$(id -u)" = 0 ] || die "must run as root (null_blk configfs, block devices)"
 
@@ -224,7 +247,8 @@ start_qsd_on() {
 
 	dev=${dev%%,*}
 	rm -f "$sock"
-	"$qsd_bin" \
+	# Its own block modules (rbd), not the system's older ones.
+	QEMU_MODULE_DIR=${peer_mods:-${QEMU_MODULE_DIR:-}} "$peer_bin" \
 		--object "iothread,id=io0,poll-max-ns=$pollns" \
 		--blockdev "$blockdev" \
 		--export "type=vhost-user-blk,id=exp,node-name=disk,iothread=io0,addr.type=unix,addr.path=$sock,writable=on,num-queues=$qsd_queues" \
@@ -232,7 +256,7 @@ start_qsd_on() {
 	qsd_pid=$!
 	wait_sock "$qsd_pid" "$sock" 300 && return 0
 	sed 's/^/  /' "$run_dir/qsd.log" >&2
-	die "qemu-storage-daemon for $dev did not create $sock"
+	die "$peer_name ($peer_bin) for $dev did not create $sock"
 }
 
 # Whether this qemu-storage-daemon serves one export from several
@@ -240,7 +264,7 @@ start_qsd_on() {
 probe_qsd_iothreads() {
 	local sock=$run_dir/probe.sock pid msg
 
-	timeout 20 "$qsd_bin" --object iothread,id=io0 --object iothread,id=io1 \
+	timeout 20 "$peer_bin" --object iothread,id=io0 --object iothread,id=io1 \
 		--blockdev "driver=host_device,filename=/dev/ram0,node-name=disk,cache.direct=on,aio=io_uring" \
 		--export "type=vhost-user-blk,id=exp,node-name=disk,iothread.0=io0,iothread.1=io1,addr.type=unix,addr.path=$sock,writable=on,num-queues=2" \
 		>"$run_dir/probe.log" 2>&1 &
@@ -353,7 +377,12 @@ uring_all=plain,sqpoll
 [ "$(cat "/sys/block/${nb0#/dev/}/queue/io_poll" 2>/dev/null)" = 1 ] &&
 	uring_all=plain,sqpoll,iopoll
 sock=$run_dir/qsd.sock
-qsd_multi=$(probe_qsd_iothreads)
+qsd_multi=
+for p in "${peers[@]}"; do
+	use_peer "$p"
+	qsd_multi+="${qsd_multi:+; }$peer_name: $(probe_qsd_iothreads)"
+done
+use_peer "${peers[0]}"
 msg "qemu-storage-daemon, one export on several iothreads: $qsd_multi"
 
 # Both polling settings of the parity rows: off (vhost-blk busyloop 0, qsd
@@ -361,21 +390,27 @@ msg "qemu-storage-daemon, one export on several iothreads: $qsd_multi"
 # poll-max-ns, vhost-blk's adaptive mode with the same value).
 poll_modes=("off|0|0|0" "adaptive|adaptive:$poll_max_us|adaptive:$poll_max_us|$((poll_max_us * 1000))")
 
-# parity LABEL DEV TAG ROUND ARGS...: vhost-blk and qsd with both polling
-# settings (qsd restarted for each), then io_uring in its set-ups.
+# parity LABEL DEV TAG ROUND ARGS...: vhost-blk and every qsd with both
+# polling settings (qsd restarted for each), then io_uring in its set-ups.
 parity() {
-	local label=$1 dev=$2 tag=$3 round=$4 pm vbp vup ns uring
+	local label=$1 dev=$2 tag=$3 round=$4 pm vbp vup ns uring p be
 	shift 4
 	uring=plain,sqpoll
 	[ "$dev" = "$nb0" ] && uring=$uring_all
 	for pm in "${poll_modes[@]}"; do
 		IFS='|' read -r _ vbp vup ns <<<"$pm"
-		start_qsd "$dev" "$sock" "$ns"
-		bench "$label" "$tag" -d "$dev" -s "$sock" "${common[@]}" \
-			-b vhost-blk,vhost-user -p "$vbp" --vu-poll "$vup" \
-			--round "$round" "$@"
-		stop_qsd
+		be=vhost-blk,vhost-user
+		for p in "${peers[@]}"; do
+			use_peer "$p"
+			start_qsd "$dev" "$sock" "$ns"
+			bench "$label" "$tag" -d "$dev" -s "$sock" "${common[@]}" \
+				-b "$be" -p "$vbp" --vu-poll "$vup" \
+				--vu-peer "$peer_name" --round "$round" "$@"
+			stop_qsd
+			be=vhost-user
+		done
 	done
+	use_peer "${peers[0]}"
 	bench "$label" "$tag" -d "$dev" "${common[@]}" -b io_uring \
 		-u "$uring" --round "$round" "$@"
 }
@@ -404,10 +439,17 @@ fi
 # worker and with a worker per queue; qsd with its one iothread; io_uring.
 if want scaling; then
 	msg "scaling: null_blk 0us"
-	start_qsd "$nb0" "$sock" 0
-	bench "null_blk 0us" scaling -d "$nb0" -s "$sock" "${common[@]}" \
-		-r randread -q 32 -n 1,2,4 -w shared -p 0 --vu-poll 0
-	stop_qsd
+	be=vhost-blk,vhost-user
+	for p in "${peers[@]}"; do
+		use_peer "$p"
+		start_qsd "$nb0" "$sock" 0
+		bench "null_blk 0us" scaling -d "$nb0" -s "$sock" "${common[@]}" \
+			-b "$be" -r randread -q 32 -n 1,2,4 -w shared -p 0 \
+			--vu-poll 0 --vu-peer "$peer_name"
+		stop_qsd
+		be=vhost-user
+	done
+	use_peer "${peers[0]}"
 	bench "null_blk 0us" scaling -d "$nb0" "${common[@]}" -b vhost-blk \
 		-r randread -q 32 -n 2,4 -w per-queue
 fi
@@ -415,12 +457,18 @@ fi
 # Notification policy: polling off on both sides.
 if want notify; then
 	msg "notify: null_blk 280us"
-	start_qsd "$nb280" "$sock" 0
-	bench "null_blk 280us" notify -d "$nb280" -s "$sock" "${common[@]}" \
-		-b vhost-blk,vhost-user -q 1 -n 1 -e on,off --vu-poll 0
-	bench "null_blk 280us" notify -d "$nb280" -s "$sock" "${common[@]}" \
-		-b vhost-blk,vhost-user -q 64 -n all -e on,off --vu-poll 0
-	stop_qsd
+	be=vhost-blk,vhost-user
+	for p in "${peers[@]}"; do
+		use_peer "$p"
+		start_qsd "$nb280" "$sock" 0
+		bench "null_blk 280us" notify -d "$nb280" -s "$sock" "${common[@]}" \
+			-b "$be" -q 1 -n 1 -e on,off --vu-poll 0 --vu-peer "$peer_name"
+		bench "null_blk 280us" notify -d "$nb280" -s "$sock" "${common[@]}" \
+			-b "$be" -q 64 -n all -e on,off --vu-poll 0 --vu-peer "$peer_name"
+		stop_qsd
+		be=vhost-user
+	done
+	use_peer "${peers[0]}"
 fi
 
 # vhost-blk's busy-poll sweep, on a blk-mq disk and a bio-based one.
@@ -461,7 +509,7 @@ if want nvmetcp; then
 			# shellcheck disable=SC2086  # two options in each
 			bench "nvme-tcp" nvmetcp -d "$nvme_dev" -s "$sock" "${common[@]}" \
 				-b vhost-blk,vhost-user -p 0 --vu-poll 0 -r randread \
-				$shape -w per-queue --round "$r"
+				$shape -w per-queue --vu-peer "$peer_name" --round "$r"
 		done
 		stop_qsd
 		for shape in "-q 1 -n 1" "-q 32 -n 2"; do
@@ -498,7 +546,7 @@ if want rbd; then
 				# shellcheck disable=SC2086  # two options in each
 				bench "krbd" rbd -d "$rbd_dev" -s "$sock" "${common[@]}" \
 					-b vhost-blk,vhost-user -p 0 --vu-poll 0 -r randread \
-					$shape -w per-queue --round "$r"
+					$shape -w per-queue --vu-peer "$peer_name" --round "$r"
 			done
 			stop_qsd
 			start_qsd_on "driver=rbd,pool=rbd,image=vbb,conf=$CEPH_CONF,node-name=disk,cache.direct=on" "$sock" 0
@@ -506,7 +554,7 @@ if want rbd; then
 				# shellcheck disable=SC2086
 				bench "librbd" rbd -d "$rbd_dev" -s "$sock" "${common[@]}" \
 					-b vhost-user --vu-poll 0 -r randread $shape \
-					--round "$r"
+					--vu-peer "$peer_name" --round "$r"
 			done
 			stop_qsd
 		done
@@ -521,6 +569,12 @@ disks_json=$(for d in "${disks[@]}"; do
 	jq -cn --arg lbl "$label" --arg device "$dev" --arg setup "$desc" \
 		'{"label": $lbl, device: $device, setup: $setup}'
 done | jq -cs .)
+peers_json=$(for p in "${peers[@]}"; do
+	use_peer "$p"
+	jq -cn --arg peer "$peer_name" --arg binary "$peer_bin" \
+		--arg version "$("$peer_bin" --version | head -n 1)" \
+		'{peer: $peer, version: $version, binary: $binary}'
+done | jq -cs .)
 emulated=false
 grep -q 'QEMU TCG' /proc/cpuinfo && emulated=true
 jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
@@ -531,6 +585,7 @@ jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
 	--argjson mem_mib "$(($(sed -n 's/^MemTotal:[[:space:]]*\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))" \
 	--arg kernel "$(uname -r)" \
 	--arg qsd "$("$qsd_bin" --version | head -n 1)" \
+	--argjson peers "$peers_json" \
 	--arg qsd_export "--object iothread,id=io0,poll-max-ns=N --blockdev driver=host_device,cache.direct=on,aio=io_uring --export type=vhost-user-blk,iothread=io0,num-queues=$qsd_queues" \
 	--arg qsd_multi "$qsd_multi" --arg rbd_status "$rbd_status" \
 	--argjson poll_max_us "$poll_max_us" --argjson rounds "$rounds" \
@@ -547,6 +602,7 @@ jq -n --slurpfile runs "$out/runs.jsonl" --argjson disks "$disks_json" \
 		vcpus: $vcpus, guest_mem_mib: $mem_mib, guest_kernel: $kernel,
 		vm: "\($vcpus) vCPUs, \($mem_mib) MiB usable (the test VM\u0027s default size), on a \($host_cpus)-CPU host",
 		qemu_storage_daemon: $qsd, qsd_export: $qsd_export,
+		qsd_peers: $peers,
 		qsd_multi_iothread: $qsd_multi, rbd: $rbd_status,
 		poll_max_us: $poll_max_us,
 		polling_rows: "off: vhost-blk busyloop 0, qsd iothread poll-max-ns=0; adaptive: vhost-blk VHOST_BLK_POLL_ADAPTIVE and qsd poll-max-ns, both with a ceiling of \($poll_max_us) us (QEMU\u0027s default)",

@@ -76,6 +76,8 @@ static void usage(FILE *f)
 "      --vu-poll SPEC    what the vhost-user back-end polls, for the\n"
 "                        reports only (0, N us, adaptive:MAX), e.g. qsd's\n"
 "                        iothread poll-max-ns; default unknown\n"
+"      --vu-peer TEXT    which vhost-user back-end this is, for the reports\n"
+"                        (e.g. 'qsd 10.0'); JSON \"peer\" of its runs\n"
 "  -w, --workers MODE    vhost-blk: 'shared' (one worker per device, the\n"
 "                        default) or 'per-queue' (VHOST_NEW_WORKER)\n"
 "  -c, --cpus MODE       'any' (the default: the scheduler places every\n"
@@ -453,7 +455,7 @@ int main(int argc, char **argv)
 {
 	enum { O_RAMP = 256, O_IOS, O_BS, O_RING, O_DIRECT, O_SIZE, O_SEED,
 	       O_LABEL, O_TAG, O_ENV, O_JSON, O_SMOKE, O_QUIET, O_CPOLL,
-	       O_REPEAT, O_ROUND, O_VU_POLL };
+	       O_REPEAT, O_ROUND, O_VU_POLL, O_VU_PEER };
 	static const struct option longopts[] = {
 		{ "dev", required_argument, NULL, 'd' },
 		{ "socket", required_argument, NULL, 's' },
@@ -466,6 +468,7 @@ int main(int argc, char **argv)
 		{ "poll-completions", required_argument, NULL, O_CPOLL },
 		{ "uring", required_argument, NULL, 'u' },
 		{ "vu-poll", required_argument, NULL, O_VU_POLL },
+		{ "vu-peer", required_argument, NULL, O_VU_PEER },
 		{ "repeat", required_argument, NULL, O_REPEAT },
 		{ "round", required_argument, NULL, O_ROUND },
 		{ "workers", required_argument, NULL, 'w' },
@@ -566,6 +569,7 @@ int main(int argc, char **argv)
 		case O_SEED: o.seed = parse_num("--seed", optarg, ULLONG_MAX); break;
 		case O_LABEL: o.label = optarg; break;
 		case O_TAG: o.tag = optarg; break;
+		case O_VU_PEER: o.vu_peer = optarg; break;
 		case O_ENV: o.env = optarg; break;
 		case O_JSON: o.json = optarg; break;
 		case O_SMOKE: o.smoke = true; break;

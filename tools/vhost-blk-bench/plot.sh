@@ -38,7 +38,7 @@ q() { jq -r -L "$dir" "include \"bench\"; $1" "$tmp/doc.json"; }
 # Shared helpers: a label for gnuplot, a number or NaN.
 h='def gq: "\"" + (tostring | gsub("\""; "")) + "\"";
    def n: if type == "number" then tostring else "NaN" end;
-   def be: if .backend == "vhost-user" then "qsd"
+   def be: if .backend == "vhost-user" then (.peer // "qsd")
 	   elif .backend == "io_uring" then "io_uring " + (.uring_mode // "plain")
 	   else "vhost-blk" end;
    def cfg: be + (if .backend == "io_uring" then "" else " " + (.polling // "off") end);'
@@ -54,17 +54,23 @@ q "$h"' [.medians[] | select(.experiment == "headline" and .status == "ok")] |
 	>"$tmp/headline"
 q "$h"' .goals[] | "\(.goal | gsub(", "; "\\n") | gq) \(.ratio | n) \(.target) \(.ratio_min | n) \(.ratio_max | n)"' \
 	>"$tmp/goals"
+# The scaling line and the matrix ratios of qsd: its newest peer's (the
+# last in sort order), where there are several.
+vs=$(q '[.medians[] | select(.backend == "vhost-user")] |
+	sort_by(peer_rank) | last | .peer // "qsd"')
 for s in "vhost-blk shared" "vhost-blk per-queue" "vhost-user " "io_uring "; do
 	read -r b w <<<"$s"
 	q "$h"' .medians[] | select(.experiment == "scaling" and .status == "ok" and
-	   .backend == "'"$b"'" and ("'"$w"'" == "" or .workers == "'"$w"'")) |
+	   .backend == "'"$b"'" and ("'"$w"'" == "" or .workers == "'"$w"'") and
+	   (.backend != "vhost-user" or (.peer // "qsd") == "'"$vs"'")) |
 	   "\(.queues) \(.iops.median | n) \(.cpu_us_per_req.median | n)"' | sort -n \
 		>"$tmp/scale_${b}_${w:-all}"
 done
 q "$h"' [.medians[] | select(.experiment == "matrix" and .status == "ok")] |
    group_by([.label, .rw, .iodepth]) [] | . as $g |
    def r($p): ([$g[] | select(.backend == "vhost-blk" and .polling == $p)] | first) as $a |
-	      ([$g[] | select(.backend == "vhost-user" and .polling == $p)] | first) as $b |
+	      ([$g[] | select(.backend == "vhost-user" and .polling == $p and
+			      (.peer // "qsd") == "'"$vs"'")] | first) as $b |
 	      if $a and $b and $b.iops.median > 0 then $a.iops.median / $b.iops.median else null end;
    ([$g[] | select(.backend == "vhost-blk" and .polling != "off")] | first | .polling) as $ap |
    "\("\($g[0].label)\\n\($g[0].rw) qd\($g[0].iodepth)" | gq) \(r("off") | n) \(r($ap) | n)"' \
@@ -72,7 +78,7 @@ q "$h"' [.medians[] | select(.experiment == "matrix" and .status == "ok")] |
 q "$h"' [.medians[] | select(.experiment == "cpoll" and .status == "ok")] | .[] |
    "\("\(be)\(if .poll_completions then " +cpoll" else "" end)\\nqd\(.iodepth)" | gq) \(.iops.median | n) \(.iops.min | n) \(.iops.max | n)"' \
 	>"$tmp/cpoll"
-q "$h"' [.medians[] | select(.experiment == "notify")] | group_by([.backend, .iodepth, .queues])[] |
+q "$h"' [.medians[] | select(.experiment == "notify")] | group_by([.backend, .peer // "", .iodepth, .queues])[] |
    . as $g | def e($on): [$g[] | select(.event_idx == $on)] | first // {};
    "\("\($g[0] | be)\\nqd\($g[0].iodepth) x\($g[0].queues)q" | gq) \(e(true).notif_per_req.median | n) \(e(false).notif_per_req.median | n)"' \
 	>"$tmp/notify"
@@ -139,7 +145,7 @@ set xtics (1, 2, 4)
 EOF
 	p=
 	for f in "vhost-blk_shared|vhost-blk, one worker" "vhost-blk_per-queue|vhost-blk, a worker per queue" \
-		 "vhost-user_all|qsd, one iothread" "io_uring_all|io_uring plain"; do
+		 "vhost-user_all|$vs, one iothread" "io_uring_all|io_uring plain"; do
 		IFS='|' read -r n t <<<"$f"
 		[ -s "$tmp/scale_$n" ] && p+="'$tmp/scale_$n' using 1:2 title '$t', "
 	done
@@ -151,7 +157,7 @@ set xtics auto rotate by -30 font 'sans,7'
 set bmargin 6
 set style data histograms
 set style histogram clustered gap 1
-set title 'matrix: vhost-blk IOPS / qsd IOPS (one round)'
+set title 'matrix: vhost-blk IOPS / $vs IOPS (one round)'
 set ylabel 'ratio'
 EOF
 	plot_or_empty "$tmp/matrix" "plot '$tmp/matrix' using 2:xtic(1) title 'both polling off', '' using 3 title 'both adaptive', 1 with lines lc 'black' notitle"

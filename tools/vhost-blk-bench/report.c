@@ -125,6 +125,8 @@ void report_table(FILE *out, const struct opts *o, const struct result *res,
 		o->dev && o->sock ? " / " : "", o->sock ? o->sock : "");
 	if (o->label)
 		fprintf(out, "device: %s\n", o->label);
+	if (o->vu_peer && o->sock)
+		fprintf(out, "vhost-user back-end: %s\n", o->vu_peer);
 	if (report_emulated(o))
 		fprintf(out, "ENVIRONMENT: %s -- NOT hardware figures: absolute numbers are those of an emulated CPU; compare only ratios and per-request counts.\n",
 			report_env(o));
@@ -285,6 +287,11 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 	json_str(f, o->label);
 	fputs(",\"backend\":", f);
 	json_str(f, be_name(p->be));
+	fputs(",\"peer\":", f);
+	if (p->be == BE_VHOST_USER && o->vu_peer)
+		json_str(f, o->vu_peer);
+	else
+		fputs("null", f);
 	fputs(",\"rw\":", f);
 	json_str(f, rw_name(p->rw));
 	json_u64(f, "bs", o->bs);

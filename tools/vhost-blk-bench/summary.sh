@@ -29,7 +29,7 @@ def f2: if type == "number" then ((. * 100 + 0.5 | floor) / 100 | tostring) else
 def ms(f): if .n == null or .n == 0 then "-"
 	   elif .n == 1 then (.median | f)
 	   else "\(.median | f) (\(.min | f)-\(.max | f))" end;
-def be: if .backend == "vhost-user" then "qsd"
+def be: if .backend == "vhost-user" then (.peer // "qsd")
 	elif .backend == "io_uring" then "io_uring " + (.uring_mode // "plain")
 	else "vhost-blk" end;
 def wl: "\(.rw) qd\(.iodepth) x\(.queues)q";
@@ -48,7 +48,10 @@ $d.meta as $meta | $d.medians as $m |
  (if $meta.total_wall_s then ", \($meta.total_wall_s) s including VM boot" else "" end) +
  (if $meta.host_loadavg_before then "; host load average before the run: \($meta.host_loadavg_before)" else "" end) + ".",
 "",
-"4 KiB random I/O.  qsd = \($meta.qemu_storage_daemon // "qemu-storage-daemon") vhost-user-blk export (one iothread, aio=io_uring, cache.direct=on).",
+"4 KiB random I/O.  qsd = " +
+ (if $meta.qsd_peers then ([$meta.qsd_peers[] | "\(.peer): \(.version)"] | join("; "))
+  else $meta.qemu_storage_daemon // "qemu-storage-daemon" end) +
+ "; its vhost-user-blk export (one iothread, aio=io_uring, cache.direct=on).",
 "Polling: \($meta.polling_rows // "see the runs")." ,
 "CPU/req: \($meta.cpu_counted // "back-end CPU time per request").",
 "Medians of \($meta.rounds // 1) rounds, (min-max) over the rounds, where a figure has more than one.",
@@ -73,16 +76,20 @@ $d.meta as $meta | $d.medians as $m |
 "",
 "### Matrix (one round): IOPS, and vhost-blk / qsd at the same polling",
 "",
-"| disk | workload | vb off | qsd off | vb/qsd off | vb adaptive | qsd adaptive | vb/qsd adaptive | io_uring plain | io_uring sqpoll | io_uring iopoll | CPU us/req vb / qsd / io_uring (off) |",
-"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+"| disk | workload | qsd | vb off | qsd off | vb/qsd off | vb adaptive | qsd adaptive | vb/qsd adaptive | io_uring plain | io_uring sqpoll | io_uring iopoll | CPU us/req vb / qsd / io_uring (off) |",
+"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
 ([$m[] | select(.experiment == "matrix")] | group_by([.label, .rw, .iodepth, .queues])[] |
- . as $g |
+ . as $grp |
+ # A row per qsd peer, vhost-blk and io_uring repeated in each.
+ ([$grp[] | select(.backend == "vhost-user")] | unique_by(peer_rank) | map(.peer) |
+  if length == 0 then [null] else . end)[] as $peer |
+ [$grp[] | select(.backend != "vhost-user" or .peer == $peer)] as $g |
  def at($b; $p): [$g[] | select(.backend == $b and .polling == $p)] | first // null;
  def u($mode): [$g[] | select(.backend == "io_uring" and .uring_mode == $mode)] | first // null;
  def iops: if . == null then null else .iops.median end;
  def ra($a; $b): if ($a | iops) and ($b | iops) and ($b | iops) > 0 then ($a | iops) / ($b | iops) | f2 else "-" end;
  ([$g[] | select(.backend == "vhost-blk" and .polling != "off")] | first | .polling // "adaptive") as $ap |
- "| \($g[0].label) | \($g[0] | wl) | \(at("vhost-blk"; "off") | iops | f0) | \(at("vhost-user"; "off") | iops | f0) | " +
+ "| \($g[0].label) | \($g[0] | wl) | \($peer // "qsd") | \(at("vhost-blk"; "off") | iops | f0) | \(at("vhost-user"; "off") | iops | f0) | " +
  "\(ra(at("vhost-blk"; "off"); at("vhost-user"; "off"))) | \(at("vhost-blk"; $ap) | iops | f0) | " +
  "\(at("vhost-user"; $ap) | iops | f0) | \(ra(at("vhost-blk"; $ap); at("vhost-user"; $ap))) | " +
  "\(u("plain") | iops | f0) | \(u("sqpoll") | iops | f0) | \(u("iopoll") | iops | f0) | " +
@@ -94,7 +101,7 @@ $d.meta as $meta | $d.medians as $m |
 "",
 "| back-end | workers | queues | IOPS | CPU us/req |",
 "|---|---|---:|---:|---:|",
-([$m[] | select(.experiment == "scaling")] | sort_by([({"vhost-blk": 0, "vhost-user": 1}[.backend] // 2), .workers == "per-queue", .queues])[] |
+([$m[] | select(.experiment == "scaling")] | sort_by([({"vhost-blk": 0, "vhost-user": 1}[.backend] // 2), peer_rank, .workers == "per-queue", .queues])[] |
  "| \(be) | \(.workers // "") | \(.queues) | \(cell) | \(.cpu_us_per_req | ms(f1)) |"),
 "",
 "### Completion polling (null_blk 0us, poll queues; randread, one queue)",

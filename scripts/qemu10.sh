@@ -1,0 +1,118 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# QEMU 10 for the benchmark's peer rows, beside the system's QEMU 7.2 (which
+# the tests use and which stays as it is): qemu-storage-daemon 10.0 from
+# Debian's bookworm-backports, built for Debian 12, unpacked with dpkg-deb
+# into the machine cache, never installed.  make bench runs it (and
+# bench.sh finds it at $BUILD/qemu-10/usr/bin/qemu-storage-daemon).
+#
+#   - a private apt state for bookworm-backports (a temporary sources list,
+#     lists and cache under the machine cache);
+#   - the newest qemu-utils 1:10.* it serves, or VHOST_BLK_QEMU10_VERSION;
+#   - qemu-utils (qemu-storage-daemon, qemu-img) and qemu-block-extra (the
+#     rbd driver and the other block modules) unpacked into
+#     $VHOST_BLK_CACHE/qemu-10/VERSION, and $BUILD/qemu-10 pointing at it.
+#
+# Its libraries are Debian 12's (the backport is built for it); a library
+# it needs and the host lacks is named and the script fails.
+set -euo pipefail
+
+me=qemu10
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$top/build}
+cache=${VHOST_BLK_CACHE:-/var/cache/vhost-blk}
+mirror=${VHOST_BLK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+pkgs="qemu-utils qemu-block-extra"
+
+usage() {
+	cat <<EOF
+Usage: ${0##*/} [-h|--help]
+
+Fetch and unpack qemu-storage-daemon 10 from bookworm-backports (see the
+head of this script) and print where it is:
+
+  QSD10=\$BUILD/qemu-10/usr/bin/qemu-storage-daemon
+
+Environment: BUILD, VHOST_BLK_CACHE (default /var/cache/vhost-blk),
+VHOST_BLK_QEMU10_VERSION (force a package version),
+VHOST_BLK_DEBIAN_MIRROR (default $mirror).
+EOF
+}
+
+log() { printf '%s: %s\n' "$me" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+case "${1:-}" in
+'') ;;
+-h|--help) usage; exit 0 ;;
+*) log "unknown argument '$1' (see --help)"; exit 2 ;;
+esac
+
+aptdir=$cache/apt-bookworm-backports
+apt_opts=(-o "Dir::Etc::sourcelist=$aptdir/sources.list"
+	  -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$aptdir/lists"
+	  -o "Dir::State::status=$aptdir/status" -o "Dir::Cache=$aptdir/cache"
+	  -o APT::Sandbox::User=root)
+aptb() { apt-get "${apt_opts[@]}" "$@"; }
+
+for tool in apt-get apt-cache dpkg-deb flock ldd; do
+	command -v "$tool" >/dev/null || die "$tool not found"
+done
+[ -f "$keyring" ] || die "$keyring not found (debian-archive-keyring)"
+
+mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial" \
+	"$cache/qemu-10" "$build"
+touch "$aptdir/status"
+echo "deb [signed-by=$keyring] $mirror bookworm-backports main" \
+	>"$aptdir/sources.list.new"
+mv "$aptdir/sources.list.new" "$aptdir/sources.list"
+exec {lock_fd}>"$cache/.lock-qemu10"
+flock "$lock_fd"
+
+# The lists are refreshed once a day at most.
+if [ -z "$(find "$aptdir/lists" -maxdepth 1 -name '*bookworm-backports_InRelease' -mmin -1440)" ]; then
+	log "apt-get update (bookworm-backports)"
+	aptb update -qq >/dev/null || die "apt-get update of $aptdir failed"
+fi
+
+ver=${VHOST_BLK_QEMU10_VERSION:-}
+if [ -z "$ver" ]; then
+	ver=$(apt-cache "${apt_opts[@]}" madison qemu-utils |
+	      awk -F'|' '$3 ~ / Packages[[:space:]]*$/ { gsub(/[[:space:]]/, "", $2); print $2 }' |
+	      awk '/^1:10\./' | sort -rV | awk 'NR == 1')
+	[ -n "$ver" ] || die "bookworm-backports serves no qemu-utils 1:10.*"
+fi
+
+# A cache entry is complete or absent: made in a temporary directory.
+dest=$cache/qemu-10/${ver//:/_}
+if [ ! -f "$dest/complete" ]; then
+	tmp=$(mktemp -d "$cache/qemu-10/.new.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	log "downloading $pkgs $ver"
+	for p in $pkgs; do
+		(cd "$tmp" && aptb download -qq "$p=$ver" 2>"$tmp/download.err") ||
+			die "apt-get download $p=$ver failed: $(tr '\n' ' ' <"$tmp/download.err")"
+	done
+	mkdir "$tmp/root"
+	for deb in "$tmp"/*.deb; do
+		dpkg-deb -x "$deb" "$tmp/root" || die "dpkg-deb -x $deb failed"
+	done
+	echo "$ver" >"$tmp/root/complete"
+	rm -rf "$dest"
+	mv "$tmp/root" "$dest"
+	rm -rf "$tmp"
+	trap - EXIT
+fi
+
+qsd=$dest/usr/bin/qemu-storage-daemon
+[ -x "$qsd" ] || die "$qsd missing from qemu-utils $ver"
+missing=$(ldd "$qsd" | awk '/not found/ { print $1 }' | tr '\n' ' ')
+[ -z "$missing" ] || die "$qsd needs libraries this host lacks: $missing"
+"$qsd" --version >/dev/null || die "$qsd --version failed"
+
+ln -sfn "$dest" "$build/qemu-10.new"
+mv -T "$build/qemu-10.new" "$build/qemu-10"
+log "$("$qsd" --version | head -n 1) in $build/qemu-10"
+echo "QSD10=$build/qemu-10/usr/bin/qemu-storage-daemon"
