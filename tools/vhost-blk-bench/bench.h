@@ -139,6 +139,8 @@ struct result {
 	uint64_t irq_ns;		/* system-wide irq + softirq (/proc/stat) */
 	bool cpu_ticks;			/* tick resolution only */
 	unsigned int be_threads;
+	uint64_t be_csw;		/* the back-end's context switches */
+	int64_t be_syscalls;		/* ... its system calls; -1: unknown */
 	bool have_dev_stats;		/* vhost-blk's counters, summed */
 	bool have_cpoll_stats;		/* ... with completion polling's */
 	struct vhost_blk_vring_stats dev;	/* in the measured window */

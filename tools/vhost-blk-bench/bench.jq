@@ -45,6 +45,8 @@ def medians:
 	   cpu_us_per_req: spread(.cpu_us_per_req // .be_cpu_us_per_req),
 	   be_cpu_us_per_req: spread(.be_cpu_us_per_req),
 	   irq_cpu_us_per_req: spread(.irq_cpu_us_per_req),
+	   be_ctxsw_per_req: spread(.be_ctxsw_per_req),
+	   be_syscalls_per_req: spread(.be_syscalls_per_req),
 	   notif_per_req: spread(.notif_per_req),
 	   kicks_per_req: spread(.kicks_per_req),
 	   poll_hits: spread(.vhost_blk_stats.poll_hits),

@@ -44,6 +44,9 @@ void figures_of(const struct result *res, struct figures *f)
 	f->guest_cpu_us = (double)res->guest_cpu_ns / 1e3 / n;
 	f->irq_cpu_us = (double)res->irq_ns / 1e3 / n;
 	f->cpu_us = f->be_cpu_us + f->irq_cpu_us;
+	f->be_csw = (double)res->be_csw / n;
+	f->be_syscalls = res->be_syscalls < 0 ? NAN :
+			 (double)res->be_syscalls / n;
 }
 
 void polling_name(const struct point *p, char *buf, size_t len)
@@ -355,6 +358,9 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 	fputs(",\"be_cpu_of\":", f);
 	json_str(f, r->be_cpu_what);
 	json_u64(f, "be_threads", r->be_threads);
+	/* Per request, the back-end's threads (be_cpu_of) as for CPU. */
+	json_num(f, "be_ctxsw_per_req", fig.be_csw);
+	json_num(f, "be_syscalls_per_req", fig.be_syscalls);
 	fprintf(f, ",\"cpu_source\":\"%s\"", r->cpu_ticks ? "stat ticks" :
 		"schedstat");
 	if (p->be != BE_URING)

@@ -17,6 +17,8 @@ struct figures {
 	double notif, wakeups, spurious, kicks, kicks_suppressed, syscalls;
 	double be_cpu_us, guest_cpu_us;
 	double irq_cpu_us;		/* system-wide irq + softirq */
+	double be_csw;			/* back-end context switches */
+	double be_syscalls;		/* ... system calls; NAN: unknown */
 	double cpu_us;			/* be_cpu_us + irq_cpu_us */
 };
 

@@ -212,9 +212,23 @@ static int run_window(struct run *r, bool start, struct result *res)
 	return r->window ? r->window(r, start, res) : 0;
 }
 
+/*
+ * Count the back-end's system calls over the window; a kernel without
+ * perf or the tracepoint leaves them unknown (-1), not the run failed.
+ */
+static void run_sys_start(struct run *r, struct sys_count *sc)
+{
+	int err = sys_count_start(&r->be_sel, sc);
+
+	if (err)
+		bench_err("system calls not counted (perf_event_open of raw_syscalls:sys_enter: %s)",
+			  strerror(-err));
+}
+
 int run_measure(struct run *r, struct result *res)
 {
 	static struct run_cpu c0, c1;	/* large: not on the stack */
+	static struct sys_count sc;
 	bool count_mode = r->o->ios != 0;
 	uint64_t t0 = 0, t1;
 	unsigned int i, started;
@@ -229,6 +243,7 @@ int run_measure(struct run *r, struct result *res)
 			err = run_cpu_sample(r, &c0);
 		if (err)
 			return err;
+		run_sys_start(r, &sc);
 		t0 = now_ns();
 	}
 
@@ -255,11 +270,14 @@ int run_measure(struct run *r, struct result *res)
 		err = run_window(r, true, res);
 		if (!err)
 			err = run_cpu_sample(r, &c0);
+		if (!err)
+			run_sys_start(r, &sc);
 		t0 = now_ns();
 		atomic_store_explicit(&r->phase, PHASE_MEASURE,
 				      memory_order_release);
 		if (!err)
 			run_sleep(r, (uint64_t)(r->o->runtime_s * 1e9));
+		res->be_syscalls = sys_count_stop(&sc);
 		if (!err)
 			err = run_cpu_sample(r, &c1);
 		t1 = now_ns();
@@ -273,6 +291,7 @@ int run_measure(struct run *r, struct result *res)
 	run_wait_threads();
 	if (started == r->nq && count_mode) {
 		t1 = now_ns();
+		res->be_syscalls = sys_count_stop(&sc);
 		err = run_cpu_sample(r, &c1);
 		werr = run_window(r, false, res);
 		err = err ? err : werr;
@@ -284,8 +303,10 @@ int run_measure(struct run *r, struct result *res)
 	pthread_mutex_unlock(&run_sync.lock);
 	for (i = 0; i < started; i++)
 		pthread_join(r->q[i]->thread, NULL);
-	if (started < r->nq)
+	if (started < r->nq) {
+		sys_count_stop(&sc);
 		return err;
+	}
 
 	res->ok = !err;
 	for (i = 0; i < r->nq; i++) {
@@ -312,6 +333,7 @@ int run_measure(struct run *r, struct result *res)
 	}
 	if (!err) {
 		res->be_cpu_ns = cpu_diff(&c0.be, &c1.be);
+		res->be_csw = cpu_diff_csw(&c0.be, &c1.be);
 		res->be_threads = c1.be.n;
 		res->irq_ns = c1.irq_ns > c0.irq_ns ? c1.irq_ns - c0.irq_ns : 0;
 		res->cpu_ticks = c0.be.ticks || c1.be.ticks;

@@ -68,16 +68,17 @@ $d.meta as $meta | $d.medians as $m |
 "",
 "### Headline: \([$m[] | select(.experiment == "headline") | .label] | first // "-")",
 "",
-"| workload | back-end | polling | workers | IOPS | mean lat us | CPU us/req | of which irq+softirq | runs |",
-"|---|---|---|---|---:|---:|---:|---:|---:|",
+"| workload | back-end | polling | workers | IOPS | mean lat us | CPU us/req | of which irq+softirq | context switches/req | syscalls/req | runs |",
+"|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
 ($m[] | select(.experiment == "headline") |
  "| \(wl) | \(be) | \(.polling) | \(.workers // "") | \(cell) | \(.lat_mean_us | ms(f0)) | " +
- "\(.cpu_us_per_req | ms(f1)) | \(.irq_cpu_us_per_req | ms(f1)) | \(.ok_runs)/\(.runs) |"),
+ "\(.cpu_us_per_req | ms(f1)) | \(.irq_cpu_us_per_req | ms(f1)) | " +
+ "\(.be_ctxsw_per_req | ms(f2)) | \(.be_syscalls_per_req | ms(f2)) | \(.ok_runs)/\(.runs) |"),
 "",
 "### Matrix (one round): IOPS, and vhost-blk / qsd at the same polling",
 "",
-"| disk | workload | qsd | vb off | qsd off | vb/qsd off | vb adaptive | qsd adaptive | vb/qsd adaptive | io_uring plain | io_uring sqpoll | io_uring iopoll | CPU us/req vb / qsd / io_uring (off) |",
-"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+"| disk | workload | qsd | vb off | qsd off | vb/qsd off | vb adaptive | qsd adaptive | vb/qsd adaptive | io_uring plain | io_uring sqpoll | io_uring iopoll | CPU us/req vb / qsd / io_uring (off) | context switches/req vb / qsd / io_uring (off) | syscalls/req vb / qsd / io_uring (off) |",
+"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
 ([$m[] | select(.experiment == "matrix")] | group_by([.label, .rw, .iodepth, .queues])[] |
  . as $grp |
  # A row per qsd peer, vhost-blk and io_uring repeated in each.
@@ -93,7 +94,9 @@ $d.meta as $meta | $d.medians as $m |
  "\(ra(at("vhost-blk"; "off"); at("vhost-user"; "off"))) | \(at("vhost-blk"; $ap) | iops | f0) | " +
  "\(at("vhost-user"; $ap) | iops | f0) | \(ra(at("vhost-blk"; $ap); at("vhost-user"; $ap))) | " +
  "\(u("plain") | iops | f0) | \(u("sqpoll") | iops | f0) | \(u("iopoll") | iops | f0) | " +
- "\(at("vhost-blk"; "off").cpu_us_per_req.median | f1) / \(at("vhost-user"; "off").cpu_us_per_req.median | f1) / \(u("plain").cpu_us_per_req.median | f1) |"),
+ "\(at("vhost-blk"; "off").cpu_us_per_req.median | f1) / \(at("vhost-user"; "off").cpu_us_per_req.median | f1) / \(u("plain").cpu_us_per_req.median | f1) | " +
+ "\(at("vhost-blk"; "off").be_ctxsw_per_req.median | f2) / \(at("vhost-user"; "off").be_ctxsw_per_req.median | f2) / \(u("plain").be_ctxsw_per_req.median | f2) | " +
+ "\(at("vhost-blk"; "off").be_syscalls_per_req.median | f2) / \(at("vhost-user"; "off").be_syscalls_per_req.median | f2) / \(u("plain").be_syscalls_per_req.median | f2) |"),
 "",
 "### Scaling (null_blk 0us, randread qd32 per queue, polling off, one round)",
 "",
