@@ -71,18 +71,13 @@ while [ $# -gt 0 ]; do
 done
 
 aptdir=$cache/apt-trixie
-apt_opts=(-o "Dir::Etc::sourcelist=$aptdir/sources.list"
-	  -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$aptdir/lists"
-	  -o "Dir::State::status=$aptdir/status" -o "Dir::Cache=$aptdir/cache"
-	  -o APT::Sandbox::User=root)
-apt13() { apt-get "${apt_opts[@]}" "$@"; }
-apt13_cache() { apt-cache "${apt_opts[@]}" "$@"; }
+# shellcheck source=scripts/apt-private.sh
+. "$top/scripts/apt-private.sh"
+apt13() { apt_private "$@"; }
+apt13_cache() { apt_private_cache "$@"; }
 
 # The versions of binary package $1 in trixie and trixie-backports.
-versions() {
-	apt13_cache madison "$1" |
-		awk -F'|' '$3 ~ / Packages[[:space:]]*$/ { gsub(/[[:space:]]/, "", $2); print $2 }'
-}
+versions() { apt_private_versions "$1"; }
 
 # Everything below is named by release and version: a cached entry is
 # complete or absent (each is made in a temporary directory and renamed).
@@ -126,24 +121,10 @@ fi
 for tool in apt-get apt-cache mmdebstrap dpkg-deb depmod sha256sum flock xz; do
 	command -v "$tool" >/dev/null || die "$tool not found (scripts/deps.sh installs it)"
 done
-[ -f "$keyring" ] || die "$keyring not found (debian-archive-keyring)"
-
-mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial" \
-	"$cache/kernel" "$cache/trixie-root" "$build/dl"
-touch "$aptdir/status"
-cat >"$aptdir/sources.list.new" <<EOF
-deb [signed-by=$keyring] $mirror trixie main
-deb [signed-by=$keyring] $mirror trixie-backports main
-EOF
-mv "$aptdir/sources.list.new" "$aptdir/sources.list"
+mkdir -p "$cache/kernel" "$cache/trixie-root" "$build/dl"
 exec {lock_fd}>"$cache/.lock-mainline"
 flock "$lock_fd"
-
-# The lists are refreshed once a day at most.
-if [ -z "$(find "$aptdir/lists" -maxdepth 1 -name '*trixie-backports_InRelease' -mmin -1440)" ]; then
-	log "apt-get update (trixie, trixie-backports)"
-	apt13 update -qq >/dev/null || die "apt-get update of $aptdir failed"
-fi
+apt_private_setup "$aptdir" "$mirror" "$keyring" trixie trixie-backports
 
 # The newest 7.3.N+deb13-amd64 with image, headers and source of one version.
 krel=${VHOST_BLK_KREL_73:-}

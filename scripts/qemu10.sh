@@ -51,37 +51,21 @@ case "${1:-}" in
 esac
 
 aptdir=$cache/apt-bookworm-backports
-apt_opts=(-o "Dir::Etc::sourcelist=$aptdir/sources.list"
-	  -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$aptdir/lists"
-	  -o "Dir::State::status=$aptdir/status" -o "Dir::Cache=$aptdir/cache"
-	  -o APT::Sandbox::User=root)
-aptb() { apt-get "${apt_opts[@]}" "$@"; }
+# shellcheck source=scripts/apt-private.sh
+. "$top/scripts/apt-private.sh"
 
 for tool in apt-get apt-cache dpkg-deb flock ldd; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
-[ -f "$keyring" ] || die "$keyring not found (debian-archive-keyring)"
-
-mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial" \
-	"$cache/qemu-10" "$build"
-touch "$aptdir/status"
-echo "deb [signed-by=$keyring] $mirror bookworm-backports main" \
-	>"$aptdir/sources.list.new"
-mv "$aptdir/sources.list.new" "$aptdir/sources.list"
+mkdir -p "$cache/qemu-10" "$build"
 exec {lock_fd}>"$cache/.lock-qemu10"
 flock "$lock_fd"
-
-# The lists are refreshed once a day at most.
-if [ -z "$(find "$aptdir/lists" -maxdepth 1 -name '*bookworm-backports_InRelease' -mmin -1440)" ]; then
-	log "apt-get update (bookworm-backports)"
-	aptb update -qq >/dev/null || die "apt-get update of $aptdir failed"
-fi
+apt_private_setup "$aptdir" "$mirror" "$keyring" bookworm-backports
 
 ver=${VHOST_BLK_QEMU10_VERSION:-}
 if [ -z "$ver" ]; then
-	ver=$(apt-cache "${apt_opts[@]}" madison qemu-utils |
-	      awk -F'|' '$3 ~ / Packages[[:space:]]*$/ { gsub(/[[:space:]]/, "", $2); print $2 }' |
-	      awk '/^1:10\./' | sort -rV | awk 'NR == 1')
+	ver=$(apt_private_versions qemu-utils | awk '/^1:10\./' | sort -rV |
+	      awk 'NR == 1')
 	[ -n "$ver" ] || die "bookworm-backports serves no qemu-utils 1:10.*"
 fi
 
@@ -92,7 +76,7 @@ if [ ! -f "$dest/complete" ]; then
 	trap 'rm -rf "$tmp"' EXIT
 	log "downloading $pkgs $ver"
 	for p in $pkgs; do
-		(cd "$tmp" && aptb download -qq "$p=$ver" 2>"$tmp/download.err") ||
+		(cd "$tmp" && apt_private download -qq "$p=$ver" 2>"$tmp/download.err") ||
 			die "apt-get download $p=$ver failed: $(tr '\n' ' ' <"$tmp/download.err")"
 	done
 	mkdir "$tmp/root"
