@@ -797,7 +797,7 @@ TEST_F(vhost_blk_trust, file_ranges_are_charged_to_the_vmm_memcg)
 {
 	struct env *e = &self->e;
 	struct virtio_blk_discard_write_zeroes r = range(0, 16384, 0);
-	unsigned long long before, after;
+	unsigned long long before, after, stat_lag;
 	char path[64];
 	int mfd, fd;
 
@@ -831,8 +831,19 @@ TEST_F(vhost_blk_trust, file_ranges_are_charged_to_the_vmm_memcg)
 			   NULL, 0, NULL),
 		      VIRTIO_BLK_S_OK, 1, "FLUSH on tmpfs");
 	after = host_cgroup_mem(_metadata, &self->cg, "shmem");
-	EXPECT_LE(before + 8 * MiB, after)
-		TH_LOG("shmem charged to the VMM: %llu -> %llu", before, after);
+	/*
+	 * memory.stat lags the charges: each CPU holds back up to
+	 * MEMCG_CHARGE_BATCH (64) page updates before it marks them
+	 * pending, and a read flushes the pending ones only once there
+	 * are more than 64 per CPU.  So up to 128 pages per CPU may not
+	 * show yet (CI once saw 162 missing on 2 CPUs).  Uncharged, the
+	 * VMM would see none of the 8 MiB.
+	 */
+	stat_lag = 128ULL * sysconf(_SC_PAGESIZE) *
+		   sysconf(_SC_NPROCESSORS_CONF);
+	EXPECT_LE(before + 8 * MiB, after + stat_lag)
+		TH_LOG("shmem charged to the VMM: %llu -> %llu (lag %llu)",
+		       before, after, stat_lag);
 }
 
 /*
