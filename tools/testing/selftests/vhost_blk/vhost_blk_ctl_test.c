@@ -879,12 +879,12 @@ TEST_F_TIMEOUT(vhost_blk_ctl, detach_drains_requests_in_flight, 60)
 
 /*
  * Closing the device with requests in flight answers every request it
- * took: status and used ring.  The disk is throttled (4 writes a second),
+ * took: status and used ring.  The disk is throttled (8 writes a second),
  * so that they are in flight when the fd is closed.
  */
 TEST_F_TIMEOUT(vhost_blk_ctl, close_with_requests_in_flight_then_reopen, 60)
 {
-	enum { N = 16 };
+	enum { N = 8 };
 	struct env *e = &self->e;
 	uint64_t seed = new_seed(e);
 	unsigned int i, done;
@@ -892,7 +892,7 @@ TEST_F_TIMEOUT(vhost_blk_ctl, close_with_requests_in_flight_then_reopen, 60)
 	uint16_t start;
 	struct vq *vq;
 
-	host_reopen_throttled(_metadata, e, &self->cg, 4);
+	host_reopen_throttled(_metadata, e, &self->cg, 8);
 	vq = &e->dev.vq[0];
 	start = vq->avail_idx;
 	req = post_writes(_metadata, e, vq, 60000, N, 64 * KiB, seed);
@@ -928,14 +928,14 @@ TEST_F_TIMEOUT(vhost_blk_ctl, close_with_requests_in_flight_then_reopen, 60)
 TEST_F_TIMEOUT(vhost_blk_ctl, owner_exit_with_requests_in_flight_then_reopen,
 	       60)
 {
-	enum { N = 16 };
+	enum { N = 8 };
 	struct env *e = &self->e;
 	uint64_t seed = new_seed(e);
 	unsigned int i;
 	int status;
 	pid_t pid;
 
-	host_reopen_throttled(_metadata, e, &self->cg, 4);
+	host_reopen_throttled(_metadata, e, &self->cg, 8);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
@@ -987,7 +987,7 @@ TEST_F_TIMEOUT(vhost_blk_ctl, set_mem_table_answers_requests_in_flight_first,
 	uint16_t start;
 	struct vq *vq;
 
-	host_reopen_throttled(_metadata, e, &self->cg, 2);
+	host_reopen_throttled(_metadata, e, &self->cg, 4);
 	vq = &e->dev.vq[0];
 	start = vq->avail_idx;
 	for (i = 0; i < N; i++) {
