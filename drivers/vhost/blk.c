@@ -2238,9 +2238,10 @@ static void vhost_blk_stop_vqs(struct vhost_blk *blk)
 /*
  * Poll every ring's polled bios until none is in flight.  The rings must
  * already be stopped, so that no new one is submitted.  The worker may
- * not poll them any more: its owner may be dead.
+ * not poll them any more: its owner may be dead.  Returns -EINTR if
+ * @killable and a fatal signal came first.
  */
-static void vhost_blk_reap_all(struct vhost_blk *blk)
+static int vhost_blk_reap_all(struct vhost_blk *blk, bool killable)
 {
 	struct vhost_blk_vq *bvq;
 	bool busy;
@@ -2256,16 +2257,24 @@ static void vhost_blk_reap_all(struct vhost_blk *blk)
 			busy |= vhost_blk_reap(bvq);
 			mutex_unlock(&bvq->vq.mutex);
 		}
+		if (busy && killable && fatal_signal_pending(current))
+			return -EINTR;
 		cond_resched();
 	} while (busy);
+	return 0;
 }
 
 /*
  * Wait for every submitted request to end and be answered.  The rings must
  * already be stopped.  If the owner's worker was killed, its completions
  * can no longer reach the guest: free them without touching its memory.
+ *
+ * On hung storage (a hard NFS mount, multipath queue_if_no_path) that
+ * wait has no end.  A @killable drain gives up on a fatal signal and
+ * returns -EINTR, with requests still in flight: the caller must start
+ * the rings again as they were, and the release drains them.
  */
-static void vhost_blk_drain(struct vhost_blk *blk)
+static int vhost_blk_drain(struct vhost_blk *blk, bool killable)
 {
 	struct vhost_blk_req *req, *tmp;
 	struct vhost_virtqueue *vq;
@@ -2275,9 +2284,14 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	lockdep_assert_held(&blk->dev.mutex);
 
 	/* Polled bios end only when polled. */
-	vhost_blk_reap_all(blk);
+	if (vhost_blk_reap_all(blk, killable))
+		return -EINTR;
 	/* Pairs with atomic_dec_and_test() in vhost_blk_req_put(). */
-	wait_var_event(&blk->inflight, !atomic_read(&blk->inflight));
+	if (!killable)
+		wait_var_event(&blk->inflight, !atomic_read(&blk->inflight));
+	else if (wait_var_event_killable(&blk->inflight,
+					 !atomic_read(&blk->inflight)))
+		return -EINTR;
 	vhost_dev_flush(&blk->dev);
 
 	for (i = 0; i < blk->dev.nvqs; i++) {
@@ -2290,6 +2304,7 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 		vhost_blk_free_reqs(&blk->vqs[i]);
 		mutex_unlock(&vq->mutex);
 	}
+	return 0;
 }
 
 /*
@@ -2303,7 +2318,7 @@ static struct vhost_blk_backend *vhost_blk_pause(struct vhost_blk *blk)
 	if (!blk->backend)
 		return NULL;
 	vhost_blk_stop_vqs(blk);
-	vhost_blk_drain(blk);
+	vhost_blk_drain(blk, false);
 	return blk->backend;
 }
 
@@ -2662,8 +2677,18 @@ static long vhost_blk_set_mem_table(struct vhost_blk *blk,
 	ret = vhost_dev_check_owner(&blk->dev);
 	if (ret)
 		goto out;
-	be = vhost_blk_pause(blk);
-	ret = vhost_dev_ioctl(&blk->dev, VHOST_SET_MEM_TABLE, argp);
+	/*
+	 * Killable: a VMM changing its memory map must not be held for
+	 * ever by storage that stopped answering.  Killed, the old table
+	 * stays and the rings start again on it.
+	 */
+	be = blk->backend;
+	if (be) {
+		vhost_blk_stop_vqs(blk);
+		ret = vhost_blk_drain(blk, true);
+	}
+	if (!ret)
+		ret = vhost_dev_ioctl(&blk->dev, VHOST_SET_MEM_TABLE, argp);
 	err = vhost_blk_resume(blk, be);
 	if (!ret)
 		ret = err;

@@ -16,7 +16,8 @@
  *
  * With a backend attached, VHOST_SET_MEM_TABLE first answers every
  * request in flight (their buffers were translated through the old
- * table), then installs the new table and restarts the queues.
+ * table), then installs the new table and restarts the queues.  Only a
+ * fatal signal ends that wait: the old table then stays.
  *
  * The ioctls below take VHOST_VIRTIO numbers 0x50 to 0x5f, a block that
  * no other vhost device uses (vhost-net has 0x30, vhost-scsi 0x40,

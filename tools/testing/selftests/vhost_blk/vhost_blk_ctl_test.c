@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "kselftest_harness.h"
@@ -928,14 +929,14 @@ TEST_F_TIMEOUT(vhost_blk_ctl, close_with_requests_in_flight_then_reopen, 60)
 TEST_F_TIMEOUT(vhost_blk_ctl, owner_exit_with_requests_in_flight_then_reopen,
 	       60)
 {
-	enum { N = 8 };
+	enum { N = 16 };
 	struct env *e = &self->e;
 	uint64_t seed = new_seed(e);
 	unsigned int i;
 	int status;
 	pid_t pid;
 
-	host_reopen_throttled(_metadata, e, &self->cg, 8);
+	host_reopen_throttled(_metadata, e, &self->cg, 4);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
@@ -1010,6 +1011,115 @@ TEST_F_TIMEOUT(vhost_blk_ctl, set_mem_table_answers_requests_in_flight_first,
 	}
 	/* And the device goes on under the new table. */
 	rw_verify(_metadata, e, vq, 30000, 4096, NULL, NULL);
+}
+
+/* Wait until task @pid sleeps uninterruptibly or killably (state D). */
+static void wait_task_in_d(struct __test_metadata *_metadata, pid_t pid)
+{
+	char path[64], buf[512], *p = NULL;
+	int i, fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (i = 0; i < VQ_HANG_TIMEOUT_MS * 10; i++) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		ASSERT_LE(0, fd) TH_LOG("open %s: %s", path, strerror(errno));
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		ASSERT_LT(0, n);
+		buf[n] = 0;
+		/* "pid (comm) S ...": the state follows the last ')'. */
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2] == 'D')
+			return;
+		usleep(100);
+	}
+	ASSERT_EQ('D', p ? p[2] : 0) TH_LOG("%s: never in state D", path);
+}
+
+/*
+ * Storage that stops answering (a hard NFS mount, multipath with
+ * queue_if_no_path) must not leave its VMM unkillable.  The owner calls
+ * VHOST_SET_MEM_TABLE with 8 writes in flight to a disk throttled to two
+ * a second, and is killed while it waits for them: it dies at once, with
+ * requests still in flight, which a second reference to its device
+ * (pidfd_getfd()) counts.  Closing that reference answers the rest, and
+ * every write reached the disk.
+ */
+TEST_F_TIMEOUT(vhost_blk_ctl, set_mem_table_waiting_for_storage_is_killable,
+	       90)
+{
+	enum { N = 8 };
+	struct env *e = &self->e;
+	uint64_t seed = new_seed(e);
+	struct vhost_blk_vring_stats st;
+	int pfd[2], pidfd, fd, child_fd, status;
+	unsigned int i;
+	uint8_t *old;
+	pid_t pid;
+
+	/*
+	 * Written once before the throttle: on a file, the writes below are
+	 * then overwrites, which the ring's worker submits without reading
+	 * the filesystem's metadata through the throttled disk (its ring
+	 * mutex held, which the owner's VHOST_SET_MEM_TABLE waits for).
+	 */
+	old = calloc(N, 4096);
+	ASSERT_NE(NULL, old);
+	write_ok(_metadata, e, &e->dev.vq[0], 80000, old, N * 4096, NULL);
+	free(old);
+	/* io.max takes no rate below 2. */
+	host_reopen_throttled(_metadata, e, &self->cg, 2);
+	ASSERT_EQ(0, pipe(pfd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* Its own device on its own copy of guest memory. */
+		struct vblk_dev dev;
+		uint16_t start;
+
+		close(pfd[0]);
+		if (env_open_dev(e, &dev, 1, 0, 0))
+			_exit(1);
+		start = dev.vq[0].avail_idx;
+		free_reqs(post_writes(_metadata, e, &dev.vq[0], 80000, N, 4096,
+				      seed), N);
+		vq_kick_force(&dev.vq[0]);
+		wait_all_taken(_metadata, dev.fd, start, N);
+		if (write(pfd[1], &dev.fd, sizeof(dev.fd)) != sizeof(dev.fd))
+			_exit(1);
+		vblk_set_mem_table(dev.fd, &e->gm);
+		/* Not killed while it waited. */
+		_exit(2);
+	}
+	close(pfd[1]);
+	ASSERT_EQ((ssize_t)sizeof(child_fd),
+		  read(pfd[0], &child_fd, sizeof(child_fd)))
+		TH_LOG("the owner did not get its writes in flight");
+	close(pfd[0]);
+	pidfd = syscall(SYS_pidfd_open, pid, 0);
+	ASSERT_LE(0, pidfd) TH_LOG("pidfd_open: %s", strerror(errno));
+	fd = syscall(SYS_pidfd_getfd, pidfd, child_fd, 0);
+	ASSERT_LE(0, fd) TH_LOG("pidfd_getfd: %s", strerror(errno));
+	close(pidfd);
+
+	wait_task_in_d(_metadata, pid);
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		TH_LOG("the owner ended with status %#x, not by SIGKILL",
+		       status);
+	ASSERT_EQ(0, vblk_get_stats(fd, 0, 0, &st));
+	EXPECT_LT(0ULL, (unsigned long long)st.inflight)
+		TH_LOG("the owner died only once its %u writes were done", N);
+	TH_LOG("%llu of %u writes in flight when the killed owner was reaped",
+	       (unsigned long long)st.inflight, N);
+	/* The last reference: its release answers what is left. */
+	close(fd);
+
+	for (i = 0; i < N; i++)
+		verify_pattern(_metadata, e, &e->dev.vq[0], 80000 + i * 8, 4096,
+			       seed);
 }
 
 struct kicker {
