@@ -114,6 +114,29 @@ for cfg in /boot/config-*; do
 	fi
 done
 
+# DKMS runs depmod, which reads every module of the kernel: on 6.12 that
+# is 4230 .ko.xz, each decompressed under TCG, 3 of this VM's 12 min.
+# Cut the tree, on the overlay, to what this test can load: the modules
+# loaded now, and vhost_blk's dependencies with theirs.
+declare -A keep=()
+for mod in $(awk '{ print $1 }' /proc/modules) vhost vhost_iotlb; do
+	while read -r cmd ko _; do
+		[ "$cmd" != insmod ] || keep[$ko]=1
+	done < <(modprobe --show-depends "$mod" 2>/dev/null || true)
+done
+if [ -n "$(printf '%s\n' "${!keep[@]}" | grep '/vhost\.ko')" ]; then
+	drop=()
+	while IFS= read -r -d '' ko; do
+		[ -n "${keep[$ko]:-}" ] || drop+=("$ko")
+	done < <(find "/lib/modules/$krel/kernel" -name '*.ko*' -print0)
+	# One rm for all: a process each costs minutes under TCG.
+	printf '%s\0' "${drop[@]}" | xargs -0 -r rm -f
+	run depmod -a "$krel" &&
+		tap_diag "the VM's module tree cut to ${#keep[@]} modules (${#drop[@]} removed, on the overlay): depmod's time"
+else
+	tap_diag "modprobe --show-depends vhost found nothing: the module tree is left whole"
+fi
+
 # 1: apt-get installs both from the files, offline (every dependency is
 # already installed on the host root the VM sees); DKMS builds the module
 # in the postinst.
