@@ -32,7 +32,7 @@
 # taint turns it off, and every lockdep_assert_held() with it.
 #
 # Usage: in_vm.sh [--pass stock|debug|6.1|7.3] [--fuzz-requests N] [--hostile-only]
-#                 BINDIR
+#                 [--backends LIST] [--hostile-backends LIST] BINDIR
 
 set -u
 # A program that would skip for want of /dev/vhost-blk or of its backend
@@ -62,6 +62,13 @@ Options:
   --fuzz-requests N    fuzzer requests per backend (hostile.sh --requests;
                        default: hostile.sh's)
   --hostile-only       only the hostile-guest suite, no selftest programs
+  --backends LIST      the backends the selftest programs run on, of brd,
+                       nullb, ext4 and nvmetcp (nvmetcp on the stock
+                       kernel only), separated by spaces or commas; an
+                       empty list runs none (default: all of the pass's)
+  --hostile-backends LIST
+                       the backends of the hostile-guest suite (default:
+                       the same as --backends)
   -h, --help           this text
 EOF
 }
@@ -74,6 +81,8 @@ bad_usage() {
 pass=stock
 fuzz_requests=
 hostile_only=0
+sel_list=-
+hostile_list=-
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--pass)		[ $# -ge 2 ] || bad_usage "$1 needs an argument"
@@ -81,6 +90,10 @@ while [ $# -gt 0 ]; do
 	--fuzz-requests) [ $# -ge 2 ] || bad_usage "$1 needs an argument"
 			fuzz_requests=$2; shift 2 ;;
 	--hostile-only)	hostile_only=1; shift ;;
+	--backends)	[ $# -ge 2 ] || bad_usage "$1 needs an argument"
+			sel_list=$2; shift 2 ;;
+	--hostile-backends) [ $# -ge 2 ] || bad_usage "$1 needs an argument"
+			hostile_list=$2; shift 2 ;;
 	-h|--help)	usage; exit 0 ;;
 	-*)		bad_usage "unknown option $1 (see --help)" ;;
 	*)		break ;;
@@ -109,6 +122,43 @@ backends=(brd nullb ext4 nvmetcp)
 # Debian's 6.1 and 7.3 have NVMe/TCP, but their passes keep to the local
 # disks.
 [ "$pass" = stock ] || backends=(brd nullb ext4)
+
+# check_backends LIST: every name in LIST (spaces or commas) is one of
+# the pass's backends; "-" stands for all of them.
+check_backends() {
+	local n b found
+
+	[ "$1" != - ] || return 0
+	for n in ${1//,/ }; do
+		found=0
+		for b in "${backends[@]}"; do
+			[ "$n" != "$b" ] || found=1
+		done
+		[ "$found" = 1 ] ||
+			bad_usage "backend '$n': the $pass pass has ${backends[*]}"
+	done
+}
+
+# pick_backends LIST...: the pass's backends named in any LIST, in the
+# pass's order ("-" names all).
+pick_backends() {
+	local all=" ${*//,/ } " b picked=
+
+	for b in "${backends[@]}"; do
+		[[ $all == *" - "* || $all == *" $b "* ]] && picked+=" $b"
+	done
+	echo "${picked# }"
+}
+[ "$hostile_list" != - ] || hostile_list=$sel_list
+check_backends "$sel_list"
+check_backends "$hostile_list"
+read -r -a sel_backends <<<"$(pick_backends "$sel_list")"
+read -r -a hostile_names <<<"$(pick_backends "$hostile_list")"
+# Set up what either needs; on 6.1 ext4 always, since the scratch files
+# go there (below).
+setup_list="${sel_backends[*]} ${hostile_names[*]}"
+[ "$pass" != 6.1 ] || setup_list+=" ext4"
+read -r -a backends <<<"$(pick_backends "$setup_list")"
 
 note() { printf 'in_vm: %s\n' "$*"; }
 # shellcheck source=tools/testing/vhost-blk-ci/tap.sh
@@ -265,7 +315,6 @@ declare -A devs
 for name in "${backends[@]}"; do
 	if dev=$("setup_$name" 2>"$errs") && [ -n "$dev" ]; then
 		devs[$name]=$dev
-		hostile_backends+=("$name=$dev")
 	else
 		# Counted as one failed test.
 		reason=$(tr '\n' ' ' <"$errs")
@@ -283,8 +332,11 @@ if [ "$pass" = 6.1 ] && [ -n "${devs[ext4]:-}" ]; then
 	note "scratch files in $VHOST_BLK_SCRATCH_DIR (no O_DIRECT on tmpfs before 6.6)"
 fi
 
-for name in "${backends[@]}"; do
+for name in "${sel_backends[@]}"; do
 	[ -z "${devs[$name]:-}" ] || run_backend "$name" "${devs[$name]}"
+done
+for name in "${hostile_names[@]}"; do
+	[ -z "${devs[$name]:-}" ] || hostile_backends+=("$name=${devs[$name]}")
 done
 
 # Completion polling brings its own backends (null_blk devices with and
