@@ -69,6 +69,7 @@ enum {
 			     (1ULL << VIRTIO_BLK_F_SEG_MAX) |
 			     (1ULL << VIRTIO_BLK_F_BLK_SIZE) |
 			     (1ULL << VIRTIO_BLK_F_FLUSH) |
+			     (1ULL << VIRTIO_BLK_F_CONFIG_WCE) |
 			     (1ULL << VIRTIO_BLK_F_TOPOLOGY) |
 			     (1ULL << VIRTIO_BLK_F_MQ) |
 			     (1ULL << VHOST_F_LOG_ALL),
@@ -188,6 +189,12 @@ struct vhost_blk {
 	bool ready;
 	struct vhost_blk_vq *vqs;
 	/*
+	 * The guest switched its write cache to writethrough (the config's
+	 * writeback 0, VIRTIO_BLK_F_CONFIG_WCE).  Written under dev.mutex;
+	 * each write reads it once, as it is taken.
+	 */
+	bool writethrough;
+	/*
 	 * What a backend can only do synchronously (fsync, fallocate, secure
 	 * erase) runs in a task of the owner's own, as the vhost worker
 	 * does: the owner's cgroup limits (io.max, memory) and CPU
@@ -221,6 +228,8 @@ struct vhost_blk_req {
 	u16 head;
 	u32 type;
 	u8 result;			/* VIRTIO_BLK_S_*, set on failure */
+	/* A write to be durable when answered: vhost_blk_write_durable(). */
+	bool durable;
 	/* Bios, or a kiocb that completed asynchronously: ours to fsnotify. */
 	bool notify;
 	bool dirty;			/* bios read into user pages */
@@ -540,7 +549,48 @@ static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 	vhost_blk_rw_done(req, ret);
 }
 
-/* One DISCARD or WRITE_ZEROES range on a regular file, or SECURE_ERASE. */
+/*
+ * Bios bypass the page cache that other users of the same disk read and
+ * write through (blkid, dd, a backup tool), as O_DIRECT does, and they get
+ * what blkdev_direct_write() and blkdev_read_iter() give O_DIRECT: their
+ * dirty pages over @len bytes from @sector are written back first, so
+ * that the device reads them and does not have them land on its writes
+ * later; with @drop (a write) their cached pages are dropped too, so that
+ * their reads see the device's data.  A no-op when nothing is cached.
+ * The fd's mapping is the block device's page cache.
+ */
+static int vhost_blk_cache_sync(struct vhost_blk_backend *be, sector_t sector,
+				u64 len, bool drop)
+{
+	struct address_space *mapping = be->file->f_mapping;
+	loff_t pos = (loff_t)sector << SECTOR_SHIFT;
+	loff_t end = pos + len - 1;
+	int ret;
+
+	if (likely(!mapping->nrpages) || !len)
+		return 0;
+	ret = filemap_write_and_wait_range(mapping, pos, end);
+	if (ret || !drop)
+		return ret;
+	return invalidate_inode_pages2_range(mapping, pos >> PAGE_SHIFT,
+					     end >> PAGE_SHIFT);
+}
+
+/* The block layer's flags for one WRITE_ZEROES range on a block device. */
+static unsigned int vhost_blk_zeroout_flags(struct virtio_blk_discard_write_zeroes *seg)
+{
+	/* Never zero pages, should the device lose write-zeroes. */
+	unsigned int flags = BLKDEV_ZERO_NOFALLBACK;
+
+	if (!(le32_to_cpu(seg->flags) & VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP))
+		flags |= BLKDEV_ZERO_NOUNMAP;
+	return flags;
+}
+
+/*
+ * One DISCARD or WRITE_ZEROES range on a regular file, SECURE_ERASE, or
+ * a durable WRITE_ZEROES range on a block device.
+ */
 static int vhost_blk_sync_range(struct vhost_blk_req *req,
 				struct virtio_blk_discard_write_zeroes *seg)
 {
@@ -560,6 +610,14 @@ static int vhost_blk_sync_range(struct vhost_blk_req *req,
 	if (req->type == VIRTIO_BLK_T_SECURE_ERASE)
 		return blkdev_issue_secure_erase(req->be->bdev, sector, nr,
 						 GFP_KERNEL);
+	if (req->be->bdev) {
+		ret = vhost_blk_cache_sync(req->be, sector, len, true);
+		if (ret)
+			return ret;
+		return blkdev_issue_zeroout(req->be->bdev, sector, nr,
+					    GFP_KERNEL,
+					    vhost_blk_zeroout_flags(seg));
+	}
 	if (req->type == VIRTIO_BLK_T_DISCARD)
 		return vfs_fallocate(file, punch, pos, len);
 
@@ -588,6 +646,10 @@ static void vhost_blk_sync_run(struct vhost_blk_req *req)
 		ret = vfs_fsync(req->be->file, 0);
 	for (i = 0; i < req->nr_segs && !ret; i++)
 		ret = vhost_blk_sync_range(req, &req->segs[i]);
+	/* Zeroes written through: on stable storage before the answer. */
+	if (!ret && req->durable && req->type == VIRTIO_BLK_T_WRITE_ZEROES)
+		ret = req->be->bdev ? blkdev_issue_flush(req->be->bdev) :
+				      vfs_fsync(req->be->file, 1);
 
 	if (ret == -EOPNOTSUPP)
 		WRITE_ONCE(req->result, VIRTIO_BLK_S_UNSUPP);
@@ -746,41 +808,14 @@ static void vhost_blk_sync_stop(struct vhost_blk *blk)
 	blk->sync_task = NULL;
 }
 
-/*
- * Bios bypass the page cache that other users of the same disk read and
- * write through (blkid, dd, a backup tool), as O_DIRECT does, and they get
- * what blkdev_direct_write() and blkdev_read_iter() give O_DIRECT: their
- * dirty pages over @len bytes from @sector are written back first, so
- * that the device reads them and does not have them land on its writes
- * later; with @drop (a write) their cached pages are dropped too, so that
- * their reads see the device's data.  A no-op when nothing is cached.
- * The fd's mapping is the block device's page cache.
- */
-static int vhost_blk_cache_sync(struct vhost_blk_backend *be, sector_t sector,
-				u64 len, bool drop)
-{
-	struct address_space *mapping = be->file->f_mapping;
-	loff_t pos = (loff_t)sector << SECTOR_SHIFT;
-	loff_t end = pos + len - 1;
-	int ret;
-
-	if (likely(!mapping->nrpages) || !len)
-		return 0;
-	ret = filemap_write_and_wait_range(mapping, pos, end);
-	if (ret || !drop)
-		return ret;
-	return invalidate_inode_pages2_range(mapping, pos >> PAGE_SHIFT,
-					     end >> PAGE_SHIFT);
-}
-
 /* DISCARD and WRITE_ZEROES on a block device: one chain of bios. */
 static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 {
 	struct block_device *bdev = req->be->bdev;
 	struct virtio_blk_discard_write_zeroes *seg;
 	struct bio *bio = NULL;
-	unsigned int i, flags;
 	sector_t sector, nr;
+	unsigned int i;
 	int ret = 0;
 
 	for (i = 0; i < req->nr_segs && !ret; i++) {
@@ -800,13 +835,8 @@ static void vhost_blk_submit_ranges(struct vhost_blk_req *req)
 					       &bio);
 			continue;
 		}
-		/* Never zero pages, should the device lose write-zeroes. */
-		flags = BLKDEV_ZERO_NOFALLBACK;
-		if (!(le32_to_cpu(seg->flags) &
-		      VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP))
-			flags |= BLKDEV_ZERO_NOUNMAP;
 		ret = __blkdev_issue_zeroout(bdev, sector, nr, GFP_KERNEL,
-					     &bio, flags);
+					     &bio, vhost_blk_zeroout_flags(seg));
 	}
 	if (ret)
 		WRITE_ONCE(req->result, ret == -EOPNOTSUPP ?
@@ -829,6 +859,24 @@ static bool vhost_blk_dsync(struct vhost_blk_backend *be)
 {
 	return (be->file->f_flags & (O_DSYNC | __O_SYNC)) ||
 	       IS_SYNC(be->file->f_mapping->host);
+}
+
+/*
+ * Whether a write must be on stable storage when it is answered (VIRTIO
+ * 1.2, 5.2.6.2, "a write becomes stable"): the fd asks for it; or the
+ * driver did not negotiate VIRTIO_BLK_F_FLUSH, so it can never ask; or it
+ * negotiated VIRTIO_BLK_F_CONFIG_WCE and switched the cache to
+ * writethrough.  Called under vq->mutex.
+ */
+static bool vhost_blk_write_durable(struct vhost_blk_req *req)
+{
+	struct vhost_virtqueue *vq = &req->bvq->vq;
+
+	lockdep_assert_held(&vq->mutex);
+	return vhost_blk_dsync(req->be) ||
+	       !vhost_has_feature(vq, VIRTIO_BLK_F_FLUSH) ||
+	       (vhost_has_feature(vq, VIRTIO_BLK_F_CONFIG_WCE) &&
+		READ_ONCE(vhost_blk_from_vq(vq)->writethrough));
 }
 
 /* FLUSH on a block device: an empty preflush bio, answered when done. */
@@ -1036,6 +1084,9 @@ static void vhost_blk_submit_kiocb(struct vhost_blk_req *req,
 	iocb->ki_complete = vhost_blk_rw_complete;
 	/* O_APPEND was refused at attach; O_DSYNC and O_SYNC count. */
 	iocb->ki_flags = iocb_flags(file) | IOCB_DIRECT;
+	/* So does the guest's writethrough cache. */
+	if (write && req->durable)
+		iocb->ki_flags |= IOCB_DSYNC;
 
 	atomic_inc(&req->pending);
 	if (write) {
@@ -1137,6 +1188,8 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	blk_opf_t opf;
 	int ret;
 
+	req->durable = (write || req->type == VIRTIO_BLK_T_WRITE_ZEROES) &&
+		       vhost_blk_write_durable(req);
 	switch (req->type) {
 	case VIRTIO_BLK_T_FLUSH:
 		if (be->bdev)
@@ -1146,7 +1199,9 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 		return 0;
 	case VIRTIO_BLK_T_DISCARD:
 	case VIRTIO_BLK_T_WRITE_ZEROES:
-		if (be->bdev)
+		/* Durable zeroes on a block device: zeroed, then flushed. */
+		if (be->bdev && !(req->durable &&
+				  req->type == VIRTIO_BLK_T_WRITE_ZEROES))
 			vhost_blk_submit_ranges(req);
 		else
 			vhost_blk_submit_sync(req);
@@ -1182,7 +1237,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	opf = REQ_OP_READ;
 	if (write)
 		opf = REQ_OP_WRITE | REQ_SYNC | REQ_IDLE |
-		      (vhost_blk_dsync(be) ? REQ_FUA : 0);
+		      (req->durable ? REQ_FUA : 0);
 	vhost_blk_submit_bio(req, iter, opf, polled);
 	return 0;
 }
@@ -2577,6 +2632,53 @@ static long vhost_blk_get_features(struct vhost_blk *blk, u64 __user *featurep)
 	return 0;
 }
 
+/*
+ * The config's writeback byte: 0 once a driver negotiated features
+ * without VIRTIO_BLK_F_FLUSH (VIRTIO 1.2, 5.2.5.1: it may never flush);
+ * otherwise what VHOST_BLK_SET_CONFIG last wrote, 1 at first.
+ */
+static u8 vhost_blk_writeback(struct vhost_blk *blk)
+{
+	struct vhost_virtqueue *vq = &blk->vqs[0].vq;
+	u8 wb;
+
+	lockdep_assert_held(&blk->dev.mutex);
+	wb = !blk->writethrough;
+	mutex_lock(&vq->mutex);
+	if (vq->acked_features && !vhost_has_feature(vq, VIRTIO_BLK_F_FLUSH))
+		wb = 0;
+	mutex_unlock(&vq->mutex);
+	return wb;
+}
+
+/*
+ * Write the virtio-blk config space, as the guest's driver did: only
+ * writeback (VIRTIO_BLK_F_CONFIG_WCE) is writable, with 0 or 1.
+ */
+static long vhost_blk_set_config(struct vhost_blk *blk, void __user *argp)
+{
+	struct vhost_blk_config __user *c = argp;
+	u32 off, len;
+	long ret;
+	u8 wce;
+
+	if (get_user(off, &c->offset) || get_user(len, &c->len))
+		return -EFAULT;
+	if (off != offsetof(struct virtio_blk_config, wce) || len != 1)
+		return -EINVAL;
+	if (get_user(wce, c->buf))
+		return -EFAULT;
+	if (wce > 1)
+		return -EINVAL;
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (!ret)
+		WRITE_ONCE(blk->writethrough, !wce);
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
 /* Fill in the virtio-blk config space of the attached backend. */
 static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 {
@@ -2639,6 +2741,7 @@ static long vhost_blk_get_config(struct vhost_blk *blk, void __user *argp)
 		cfg.secure_erase_sector_alignment =
 			cpu_to_le32(discard_align >> SECTOR_SHIFT);
 	}
+	cfg.wce = vhost_blk_writeback(blk);
 	mutex_unlock(&blk->dev.mutex);
 
 	if (copy_to_user(c->buf, (u8 *)&cfg + off, len))
@@ -2899,6 +3002,8 @@ static long vhost_blk_do_ioctl(struct vhost_blk *blk, unsigned int ioctl,
 		return vhost_blk_set_serial(blk, argp);
 	case VHOST_BLK_GET_CONFIG:
 		return vhost_blk_get_config(blk, argp);
+	case VHOST_BLK_SET_CONFIG:
+		return vhost_blk_set_config(blk, argp);
 	case VHOST_BLK_GET_VRING_STATS:
 		return vhost_blk_get_vring_stats(blk, argp);
 	case VHOST_BLK_SET_VRING_POLL:

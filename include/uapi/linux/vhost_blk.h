@@ -108,6 +108,21 @@ struct vhost_blk_config {
 #define VHOST_BLK_GET_CONFIG	_IOWR(VHOST_VIRTIO, 0x54, struct vhost_blk_config)
 
 /*
+ * VHOST_BLK_SET_CONFIG - write @len bytes of @buf at @offset of the
+ * virtio-blk config space, as the guest's driver wrote them (vhost-user's
+ * SET_CONFIG).  Only the writeback byte (struct virtio_blk_config's wce,
+ * VIRTIO_BLK_F_CONFIG_WCE) is writable: 1 for a writeback cache, 0 for
+ * writethrough, in which every write is durable when it is answered
+ * (REQ_FUA on a block device, IOCB_DSYNC on a file).  EINVAL for any
+ * other byte or value.  The mode holds for the life of the fd, across
+ * backends, and VHOST_BLK_GET_CONFIG reads it back; it applies while
+ * VIRTIO_BLK_F_CONFIG_WCE is negotiated.  A driver that did not negotiate
+ * VIRTIO_BLK_F_FLUSH always gets writethrough (it can never flush), and
+ * reads 0 there.  Needs no backend; owner only.
+ */
+#define VHOST_BLK_SET_CONFIG	_IOW(VHOST_VIRTIO, 0x56, struct vhost_blk_config)
+
+/*
  * VHOST_BLK_SET_NUM_QUEUES - how many virtqueues this device has, from 1 to
  * the module's max_queues.  Optional; if used, it must be the first ioctl
  * on the file (EBUSY afterwards), because the vhost core allocates the

@@ -143,6 +143,23 @@ int vblk_set_backend(int fd, int backend_fd)
 	return VBLK_IOCTL(fd, VHOST_BLK_SET_BACKEND, &file);
 }
 
+int vblk_set_config(int fd, uint32_t offset, const void *buf, uint32_t len)
+{
+	union {
+		struct vhost_blk_config hdr;
+		uint8_t raw[sizeof(struct vhost_blk_config) +
+			    sizeof(struct virtio_blk_config)];
+	} arg;
+
+	if (len > sizeof(struct virtio_blk_config))
+		return -EINVAL;
+	memset(&arg, 0, sizeof(arg));
+	arg.hdr.offset = offset;
+	arg.hdr.len = len;
+	memcpy(arg.hdr.buf, buf, len);
+	return VBLK_IOCTL(fd, VHOST_BLK_SET_CONFIG, &arg);
+}
+
 int vblk_get_config(int fd, struct virtio_blk_config *cfg)
 {
 	union {

@@ -42,6 +42,7 @@
 				 VBLK_F(VIRTIO_BLK_F_SEG_MAX) |		\
 				 VBLK_F(VIRTIO_BLK_F_BLK_SIZE) |	\
 				 VBLK_F(VIRTIO_BLK_F_FLUSH) |		\
+				 VBLK_F(VIRTIO_BLK_F_CONFIG_WCE) |	\
 				 VBLK_F(VIRTIO_BLK_F_TOPOLOGY) |	\
 				 VBLK_F(VIRTIO_BLK_F_MQ))
 /* ... and those it offers only while a backend that has them is attached. */
@@ -111,6 +112,8 @@ int vblk_set_backend(int fd, int backend_fd);
  * needs a backend.  Bytes the kernel does not have are left 0.
  */
 int vblk_get_config(int fd, struct virtio_blk_config *cfg);
+/* VHOST_BLK_SET_CONFIG of @len bytes at @offset; 0 or -errno. */
+int vblk_set_config(int fd, uint32_t offset, const void *buf, uint32_t len);
 /* VHOST_BLK_GET_VRING_STATS of queue @index, all of this struct. */
 int vblk_get_stats(int fd, unsigned int index, uint32_t flags,
 		   struct vhost_blk_vring_stats *st);

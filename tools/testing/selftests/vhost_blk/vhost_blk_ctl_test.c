@@ -308,8 +308,7 @@ TEST_F(vhost_blk_ctl, set_features_rejects_what_is_not_offered)
 {
 	static const unsigned int bad[] = {
 		VIRTIO_BLK_F_BARRIER, VIRTIO_BLK_F_GEOMETRY,
-		VIRTIO_BLK_F_SCSI, VIRTIO_BLK_F_CONFIG_WCE,
-		VIRTIO_BLK_F_ZONED, VIRTIO_F_ACCESS_PLATFORM,
+		VIRTIO_BLK_F_SCSI, VIRTIO_BLK_F_ZONED, VIRTIO_F_ACCESS_PLATFORM,
 		VIRTIO_F_RING_PACKED, 63,
 	};
 	uint64_t f;
@@ -529,6 +528,62 @@ TEST_F(vhost_blk_ctl, get_config_describes_the_backend)
 	ASSERT_LE(0, fd);
 	EXPECT_EQ(-ENXIO, vblk_get_config(fd, &cfg))
 		TH_LOG("GET_CONFIG without a backend");
+	close(fd);
+}
+
+/*
+ * VHOST_BLK_SET_CONFIG writes the writeback byte and nothing else: 0 or
+ * 1, one byte at its offset; any other byte, length or value is EINVAL
+ * and changes nothing.  Only the owner may write it; it needs no
+ * backend.
+ */
+TEST_F(vhost_blk_ctl, set_config_writes_only_writeback)
+{
+	const uint32_t wce = offsetof(struct virtio_blk_config, wce);
+	struct env *e = &self->e;
+	struct virtio_blk_config cfg;
+	uint8_t zero = 0, one = 1, two = 2, many[4] = { 0 };
+	int status, fd;
+	pid_t pid;
+
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(1, cfg.wce);
+	EXPECT_EQ(-EINVAL, vblk_set_config(e->dev.fd, wce, &two, 1));
+	EXPECT_EQ(-EINVAL, vblk_set_config(e->dev.fd, wce, many, 2));
+	EXPECT_EQ(-EINVAL, vblk_set_config(e->dev.fd, wce - 1, many, 2));
+	EXPECT_EQ(-EINVAL, vblk_set_config(e->dev.fd, 0, &zero, 1));
+	EXPECT_EQ(-EINVAL, vblk_set_config(e->dev.fd, wce + 1, &zero, 1));
+	EXPECT_EQ(-EINVAL, vblk_set_config(e->dev.fd, wce, &zero, 0));
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(1, cfg.wce) TH_LOG("a refused write changed writeback");
+	EXPECT_EQ(e->sectors, cfg.capacity);
+
+	/* A forked child shares the fd, not the ownership. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(vblk_set_config(e->dev.fd, wce, &zero, 1) == -EPERM ?
+		      0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("a non-owner's SET_CONFIG was not EPERM");
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(1, cfg.wce);
+
+	ASSERT_EQ(0, vblk_set_config(e->dev.fd, wce, &zero, 1));
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(0, cfg.wce);
+	ASSERT_EQ(0, vblk_set_config(e->dev.fd, wce, &one, 1));
+	ASSERT_EQ(0, vblk_get_config(e->dev.fd, &cfg));
+	EXPECT_EQ(1, cfg.wce);
+
+	/* Before any backend: kept, and read once one is attached. */
+	fd = vblk_open_fd();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(0, vblk_set_config(fd, wce, &zero, 1));
+	ASSERT_EQ(0, vblk_set_backend(fd, e->backend_fd));
+	ASSERT_EQ(0, vblk_get_config(fd, &cfg));
+	EXPECT_EQ(0, cfg.wce);
 	close(fd);
 }
 

@@ -1084,52 +1084,6 @@ TEST_F(vhost_blk, write_zeroes_without_device_support_is_not_offered_and_unsupp)
 }
 
 /*
- * Bind a free loop device to @file_fd (LOOP_CTL_GET_FREE, LOOP_CONFIGURE),
- * to be detached on its last close.  Returns its fd, open read-write, its
- * path in @name; or -errno.
- */
-static int loop_attach(int file_fd, char *name, size_t len)
-{
-	struct loop_config lc = {
-		.fd = (uint32_t)file_fd,
-		.block_size = 512,
-		.info.lo_flags = LO_FLAGS_AUTOCLEAR,
-	};
-	int ctl, nr, fd, i, err = -EBUSY;
-
-	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-	if (ctl < 0 && errno == ENOENT) {
-		/* loop may be a module not loaded yet: as losetup would. */
-		if (!system("modprobe -q loop"))
-			ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-	}
-	if (ctl < 0)
-		return -errno;
-	/* Someone else may bind the free device first: take the next. */
-	for (i = 0; i < 8 && err == -EBUSY; i++) {
-		nr = ioctl(ctl, LOOP_CTL_GET_FREE);
-		if (nr < 0) {
-			err = -errno;
-			break;
-		}
-		snprintf(name, len, "/dev/loop%d", nr);
-		fd = open(name, O_RDWR | O_CLOEXEC);
-		if (fd < 0) {
-			err = -errno;
-			break;
-		}
-		if (!ioctl(fd, LOOP_CONFIGURE, &lc)) {
-			close(ctl);
-			return fd;
-		}
-		err = -errno;
-		close(fd);
-	}
-	close(ctl);
-	return err;
-}
-
-/*
  * A block device with REQ_OP_WRITE_ZEROES is offered WRITE_ZEROES, with its
  * limits in the config, and zeroes exactly the ranges: a loop device over
  * a scratch file, which does it with fallocate() on the file.  Loop makes

@@ -490,55 +490,254 @@ TEST_F(vhost_blk_trust, guest_writes_are_sync_io)
 }
 
 /*
+ * Of the @n bios in @bio: the data writes from @comm (into *@data), and
+ * how many bios make them durable: FUA on one, or a preflush after one.
+ * Logs them all if there was no data write.
+ */
+static unsigned int durable_writes(struct __test_metadata *_metadata,
+				   const struct host_bio *bio, unsigned int n,
+				   const char *comm, unsigned int *data)
+{
+	unsigned int i, durable = 0;
+
+	*data = 0;
+	for (i = 0; i < n; i++) {
+		if (!strcmp(bio[i].comm, comm) && host_bio_is_write(&bio[i]) &&
+		    bio[i].nr_sectors) {
+			(*data)++;
+			durable += host_bio_is_fua(&bio[i]);
+		} else if (*data && host_bio_is_preflush(&bio[i])) {
+			durable++;
+		}
+	}
+	for (i = 0; i < n && !*data; i++)
+		TH_LOG("  %s %llu + %u [%s]", bio[i].rwbs, bio[i].sector,
+		       bio[i].nr_sectors, bio[i].comm);
+	return durable;
+}
+
+/*
+ * Write @len bytes of a fresh pattern at @sector with the device's bios
+ * traced on @disk; returns how many bios made them durable (see
+ * durable_writes()), and asserts that some data went out.
+ */
+static unsigned int traced_write(struct __test_metadata *_metadata,
+				 FIXTURE_DATA(vhost_blk_trust) *self,
+				 dev_t disk, uint64_t sector, size_t len)
+{
+	enum { MAX = 4096 };
+	struct env *e = &self->e;
+	struct host_bio *bio = calloc(MAX, sizeof(*bio));
+	uint8_t *buf = malloc(len);
+	unsigned int n, data, durable;
+	char comm[32];
+
+	ASSERT_NE(NULL, bio);
+	ASSERT_NE(NULL, buf);
+	worker_comm(comm, sizeof(comm));
+	host_trace_start(_metadata, &self->trace, disk);
+	pattern_fill(buf, len, new_seed(e), sector * SECTOR);
+	write_ok(_metadata, e, &e->dev.vq[0], sector, buf, len, NULL);
+	n = host_trace_bios(_metadata, &self->trace, bio, MAX);
+	host_trace_stop(&self->trace);
+	ASSERT_GE((unsigned int)MAX, n);
+	durable = durable_writes(_metadata, bio, n, comm, &data);
+	EXPECT_LT(0U, data) TH_LOG("no data write from %s among %u bios",
+				   comm, n);
+	verify_pattern(_metadata, e, &e->dev.vq[0], sector, len, e->seed);
+	free(buf);
+	free(bio);
+	return durable;
+}
+
+/*
  * A backend fd opened O_DSYNC makes every write durable before it is
  * answered, as pwrite(2) on it would: a FUA write, or a cache flush after
  * it.  A disk without a volatile write cache has nothing to flush.
  */
 TEST_F(vhost_blk_trust, o_dsync_backend_makes_writes_durable)
 {
-	enum { MAX = 4096 };
 	struct env *e = &self->e;
-	struct host_bio *bio = calloc(MAX, sizeof(*bio));
-	unsigned int n, i, data = 0, durable = 0;
 	dev_t disk = host_disk_of(_metadata, e->path);
-	uint8_t buf[16384];
-	char comm[32];
 	int fd;
 
-	ASSERT_NE(NULL, bio);
 	if (!host_disk_write_back(_metadata, disk))
-		SKIP(goto out, "%s is write-through: no cache to make writes durable in",
+		SKIP(return, "%s is write-through: no cache to make writes durable in",
 		     e->path);
 	fd = open(e->path, O_RDWR | O_DSYNC | O_CLOEXEC);
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, fd));
 	close(fd);
+	EXPECT_LT(0U, traced_write(_metadata, self, disk, 600, 16384))
+		TH_LOG("the data bios were neither FUA nor followed by a flush");
+}
 
-	worker_comm(comm, sizeof(comm));
+/* The config's writeback byte, as the driver reads it. */
+static uint8_t config_wce(struct __test_metadata *_metadata, int fd)
+{
+	struct virtio_blk_config cfg;
+
+	EXPECT_EQ(0, vblk_get_config(fd, &cfg));
+	return cfg.wce;
+}
+
+static void set_wce(struct __test_metadata *_metadata, int fd, uint8_t wce)
+{
+	ASSERT_EQ(0, vblk_set_config(fd, offsetof(struct virtio_blk_config, wce),
+				     &wce, 1));
+	ASSERT_EQ(wce, config_wce(_metadata, fd));
+}
+
+/*
+ * VIRTIO_BLK_F_CONFIG_WCE: a driver that switches the cache to
+ * writethrough (writeback 0) gets every write durable when answered
+ * (VIRTIO 1.2, 5.2.6.2), as with an O_DSYNC backend: FUA, or a flush
+ * after it; back to writeback, a block device gets neither.  The mode
+ * holds across a detach and a new backend.
+ */
+TEST_F(vhost_blk_trust, writethrough_cache_makes_writes_durable)
+{
+	struct env *e = &self->e;
+	dev_t disk = host_disk_of(_metadata, e->path);
+	struct stat st;
+
+	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_CONFIG_WCE));
+	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_FLUSH));
+	ASSERT_EQ(0, stat(e->path, &st));
+	EXPECT_EQ(1, config_wce(_metadata, e->dev.fd)) TH_LOG("not writeback at first");
+	if (!host_disk_write_back(_metadata, disk))
+		SKIP(return, "%s is write-through: no cache to make writes durable in",
+		     e->path);
+	/* A file's file system may flush on its own (its journal). */
+	if (S_ISBLK(st.st_mode))
+		EXPECT_EQ(0U, traced_write(_metadata, self, disk, 640, 16384))
+			TH_LOG("a writeback cache's write was made durable");
+
+	set_wce(_metadata, e->dev.fd, 0);
+	EXPECT_LT(0U, traced_write(_metadata, self, disk, 680, 16384))
+		TH_LOG("writethrough: the data bios were neither FUA nor followed by a flush");
+
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, -1));
+	ASSERT_EQ(0, vblk_set_backend(e->dev.fd, e->backend_fd));
+	EXPECT_EQ(0, config_wce(_metadata, e->dev.fd)) TH_LOG("lost with the backend");
+	EXPECT_LT(0U, traced_write(_metadata, self, disk, 720, 16384))
+		TH_LOG("writethrough, after a new backend: not durable");
+
+	set_wce(_metadata, e->dev.fd, 1);
+	if (S_ISBLK(st.st_mode))
+		EXPECT_EQ(0U, traced_write(_metadata, self, disk, 760, 16384))
+			TH_LOG("writeback again: a write was made durable");
+}
+
+/*
+ * A driver that did not negotiate VIRTIO_BLK_F_FLUSH can never flush: it
+ * reads writeback 0, and every write is durable when answered.
+ */
+TEST_F(vhost_blk_trust, without_flush_every_write_is_durable)
+{
+	struct env *e = &self->e;
+	dev_t disk = host_disk_of(_metadata, e->path);
+
+	e->features &= ~(VBLK_F(VIRTIO_BLK_F_FLUSH) |
+			 VBLK_F(VIRTIO_BLK_F_CONFIG_WCE));
+	env_reopen(_metadata, e, 1, 0, 0);
+	ASSERT_FALSE(vblk_has(&e->dev, VIRTIO_BLK_F_FLUSH));
+	EXPECT_EQ(0, config_wce(_metadata, e->dev.fd));
+	if (!host_disk_write_back(_metadata, disk))
+		SKIP(return, "%s is write-through: no cache to make writes durable in",
+		     e->path);
+	EXPECT_LT(0U, traced_write(_metadata, self, disk, 800, 16384))
+		TH_LOG("no FLUSH: the data bios were neither FUA nor followed by a flush");
+}
+
+/*
+ * Switch to writethrough and WRITE_ZEROES 16 sectors from @sector, with
+ * the bios on @disk traced: the zeroes must be followed by a flush of
+ * the disk before the answer, and read back as zeroes.
+ */
+static void write_zeroes_flushed(struct __test_metadata *_metadata,
+				 FIXTURE_DATA(vhost_blk_trust) *self,
+				 dev_t disk, uint64_t sector)
+{
+	enum { MAX = 4096 };
+	struct env *e = &self->e;
+	struct host_bio *bio = calloc(MAX, sizeof(*bio));
+	/* Unmapping: a loop device over tmpfs has no ZERO_RANGE. */
+	struct virtio_blk_discard_write_zeroes r =
+		range(sector, 16, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+	uint8_t zero[8192] = { 0 }, got[8192];
+	unsigned int n, i, flushes = 0;
+
+	ASSERT_NE(NULL, bio);
+	set_wce(_metadata, e->dev.fd, 0);
 	host_trace_start(_metadata, &self->trace, disk);
-	pattern_fill(buf, sizeof(buf), new_seed(e), 600 * SECTOR);
-	write_ok(_metadata, e, &e->dev.vq[0], 600, buf, sizeof(buf), NULL);
+	expect_result(_metadata,
+		      ranges(_metadata, e, &e->dev.vq[0],
+			     VIRTIO_BLK_T_WRITE_ZEROES, &r, 1, 0),
+		      VIRTIO_BLK_S_OK, 1, "WRITE_ZEROES, writethrough");
 	n = host_trace_bios(_metadata, &self->trace, bio, MAX);
+	host_trace_stop(&self->trace);
 	ASSERT_GE((unsigned int)MAX, n);
-	/* The data, then FUA on it or a preflush after it. */
-	for (i = 0; i < n; i++) {
-		if (!strcmp(bio[i].comm, comm) && host_bio_is_write(&bio[i]) &&
-		    bio[i].nr_sectors) {
-			data++;
-			durable += host_bio_is_fua(&bio[i]);
-		} else if (data && host_bio_is_preflush(&bio[i])) {
-			durable++;
-		}
-	}
-	EXPECT_LT(0U, data) TH_LOG("no data write from %s among %u bios",
-				   comm, n);
-	EXPECT_LT(0U, durable)
-		TH_LOG("%u data bios, neither FUA nor followed by a flush", data);
-	for (i = 0; i < n && (!data || !durable); i++)
+	for (i = 0; i < n; i++)
+		flushes += host_bio_is_preflush(&bio[i]);
+	EXPECT_LT(0U, flushes) TH_LOG("no flush among %u bios", n);
+	for (i = 0; i < n && !flushes; i++)
 		TH_LOG("  %s %llu + %u [%s]", bio[i].rwbs, bio[i].sector,
 		       bio[i].nr_sectors, bio[i].comm);
-out:
+	read_ok(_metadata, e, &e->dev.vq[0], sector, got, sizeof(got), NULL);
+	expect_same(_metadata, zero, got, sizeof(got), "the zeroed range");
 	free(bio);
+}
+
+/*
+ * WRITE_ZEROES through a writethrough cache is durable too: the zeroes,
+ * then a flush of the disk, before the answer.
+ */
+TEST_F(vhost_blk_trust, writethrough_write_zeroes_is_flushed)
+{
+	struct env *e = &self->e;
+	dev_t disk = host_disk_of(_metadata, e->path);
+
+	if (!vblk_has(&e->dev, VIRTIO_BLK_F_WRITE_ZEROES))
+		SKIP(return, "%s: WRITE_ZEROES is not offered", e->path);
+	if (!host_disk_write_back(_metadata, disk))
+		SKIP(return, "%s is write-through: no cache to flush", e->path);
+	write_zeroes_flushed(_metadata, self, disk, 840);
+}
+
+/*
+ * The same on a block device with write zeroes and a write-back cache,
+ * whatever the test's backend: a loop device over a scratch file.  The
+ * zeroes are not a bio chain there but a blkdev_issue_zeroout() in the
+ * sync task, then a flush.
+ */
+TEST_F(vhost_blk_trust, writethrough_write_zeroes_on_a_loop_device_is_flushed)
+{
+	struct env *e = &self->e;
+	char dirbuf[PATH_MAX], name[32];
+	const char *dir;
+	struct stat st;
+	int fd, loop;
+
+	dir = scratch_dir(e, dirbuf, sizeof(dirbuf));
+	fd = scratch_open_in(_metadata, self, dir, 64 << 20, O_RDWR);
+	loop = loop_attach(fd, name, sizeof(name));
+	close(fd);
+	if (loop == -ENOENT)
+		SKIP(return, "no /dev/loop-control (no loop driver)");
+	ASSERT_LE(0, loop) TH_LOG("a loop device over %s: %s", dir,
+				  strerror(-loop));
+	ASSERT_EQ(0, fstat(loop, &st));
+	if (!backend_has_write_zeroes(loop) ||
+	    !host_disk_write_back(_metadata, st.st_rdev)) {
+		close(loop);
+		SKIP(return, "%s over %.200s: no write zeroes, or write-through",
+		     name, dir);
+	}
+	ASSERT_EQ(0, vblk_attach(&e->dev, loop));
+	close(loop);
+	ASSERT_TRUE(vblk_has(&e->dev, VIRTIO_BLK_F_WRITE_ZEROES));
+	write_zeroes_flushed(_metadata, self, st.st_rdev, 2048);
 }
 
 /*
