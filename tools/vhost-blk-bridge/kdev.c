@@ -7,6 +7,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 			     F(VIRTIO_BLK_F_SEG_MAX) |			\
 			     F(VIRTIO_BLK_F_BLK_SIZE) |			\
 			     F(VIRTIO_BLK_F_FLUSH) |			\
+			     F(VIRTIO_BLK_F_CONFIG_WCE) |		\
 			     F(VIRTIO_BLK_F_MQ) |			\
 			     F(VIRTIO_BLK_F_RO) |			\
 			     F(VIRTIO_BLK_F_TOPOLOGY) |			\
@@ -45,6 +47,7 @@
  * not offered.
  */
 #define KDEV_CONFIG_FEATURES (F(VIRTIO_BLK_F_SIZE_MAX) |		\
+			      F(VIRTIO_BLK_F_CONFIG_WCE) |		\
 			      F(VIRTIO_BLK_F_TOPOLOGY) |		\
 			      F(VIRTIO_BLK_F_DISCARD) |			\
 			      F(VIRTIO_BLK_F_WRITE_ZEROES) |		\
@@ -443,6 +446,26 @@ void kdev_blk_config(const struct kdev *k, struct virtio_blk_config *cfg)
 	/* The disk may have grown since the module was asked. */
 	if (disk_size(k->p->disk, &bytes) == 0)
 		cfg->capacity = htole64(bytes / 512);
+}
+
+int kdev_set_wce(struct kdev *k, uint8_t wce)
+{
+	union {
+		struct vhost_blk_config hdr;
+		uint8_t raw[sizeof(struct vhost_blk_config) + 1];
+	} arg;
+	int ret;
+
+	if (k->fd < 0)
+		return -EBADF;
+	memset(&arg, 0, sizeof(arg));
+	arg.hdr.offset = offsetof(struct virtio_blk_config, wce);
+	arg.hdr.len = 1;
+	arg.hdr.buf[0] = wce;
+	ret = KDEV_IOCTL(k, VHOST_BLK_SET_CONFIG, &arg);
+	if (!ret)
+		k->config.wce = wce;
+	return ret;
 }
 
 int kdev_print_stats(struct kdev *k, FILE *f, const char *why)

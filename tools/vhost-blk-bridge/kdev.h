@@ -117,6 +117,12 @@ uint64_t kdev_offered_features(const struct kdev *k);
 void kdev_blk_config(const struct kdev *k, struct virtio_blk_config *cfg);
 
 /* One line per queue of VHOST_BLK_GET_VRING_STATS; 0 or -errno. */
+/*
+ * The guest's write cache switch (VIRTIO_BLK_F_CONFIG_WCE): @wce 1 for
+ * writeback, 0 for writethrough, through VHOST_BLK_SET_CONFIG; the config
+ * space the frontend reads follows.  0 or -errno (printed).
+ */
+int kdev_set_wce(struct kdev *k, uint8_t wce);
 int kdev_print_stats(struct kdev *k, FILE *f, const char *why);
 
 #endif

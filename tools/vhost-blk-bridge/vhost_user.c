@@ -1021,14 +1021,29 @@ static int h_set_config(struct vu_session *s, struct vu_msg *m,
 	const struct vu_config_space *c = &m->payload.config;
 	int ret;
 
-	(void)s;
 	(void)r;
 	ret = check_config_msg(m);
 	if (ret)
 		return ret;
 	if (c->flags == VU_CONFIG_MIGRATION)
 		return 0;	/* ours is derived from the disk again */
-	/* No field is writable: VIRTIO_BLK_F_CONFIG_WCE is not offered. */
+	/*
+	 * The one writable field: writeback, which the guest's driver writes
+	 * when it switches the cache (VIRTIO_BLK_F_CONFIG_WCE); QEMU passes
+	 * that byte alone.  The module checks the value.
+	 */
+	if (c->offset == offsetof(struct virtio_blk_config, wce) &&
+	    c->size == 1) {
+		if (!(s->acked_features & (1ULL << VIRTIO_BLK_F_CONFIG_WCE))) {
+			vbb_warn("SET_CONFIG: writeback written, but VIRTIO_BLK_F_CONFIG_WCE was not negotiated");
+			return VU_NACK;
+		}
+		if (kdev_set_wce(&s->kdev, c->region[0]))
+			return VU_NACK;
+		vbb_info("the guest switched its write cache to %s",
+			 c->region[0] ? "writeback" : "writethrough");
+		return 0;
+	}
 	vbb_warn("SET_CONFIG: refused, bytes %u+%u of the config space are read-only",
 		 c->offset, c->size);
 	return VU_NACK;

@@ -7,8 +7,10 @@
 #   1. vhost-blk-bridge serves a 256 MiB disk (a file on tmpfs, or /dev/ram0);
 #      a second bridge on the same disk fails to start (its lock)
 #   2. boot 1 (rw): a nested QEMU guest with -device vhost-user-blk-pci
-#      checks the serial, runs fio write+verify at iodepth 1 and 16, mkfs,
-#      files, fsck, remount and checksums
+#      checks the serial, runs fio write+verify at iodepth 1 and 16,
+#      switches its write cache to writethrough and back (cache_type:
+#      QEMU's SET_CONFIG, which the bridge log shows), mkfs, files, fsck,
+#      remount and checksums
 #   3. the image is checked from outside: e2fsck, the files' checksums,
 #      fio --verify_only of both regions
 #   4. boot 2 (reconnect): a new QEMU on the same bridge re-reads all of
@@ -776,6 +778,14 @@ if grep -q 'stats signal queue=0 in=[1-9]' "$out/bridge-rw.log"; then
 	record bridge-sigusr1-stats pass
 else
 	record bridge-sigusr1-stats fail "no 'stats signal' line with requests in $out/bridge-rw.log"
+fi
+# The guest's cache_type writes went through QEMU's SET_CONFIG and the
+# bridge to the module (VHOST_BLK_SET_CONFIG), there and back.
+if grep -q 'switched its write cache to writethrough' "$out/bridge-rw.log" &&
+	grep -q 'switched its write cache to writeback' "$out/bridge-rw.log"; then
+	record bridge-config-wce pass
+else
+	record bridge-config-wce fail "no write cache switch both ways in $out/bridge-rw.log"
 fi
 # Boot 2 with the guest's memory on 2 MiB huge pages (memfd hugetlb=on),
 # which the bridge maps from hugetlbfs.

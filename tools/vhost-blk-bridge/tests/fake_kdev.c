@@ -18,6 +18,7 @@ void fake_init(struct fake *f)
 	memset(f, 0, sizeof(*f));
 	f->features = fake_features;
 	f->has_config = true;
+	f->wce = 1;
 	f->nvqs = 16;
 }
 
@@ -132,6 +133,19 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 		cfg->max_discard_sectors =
 			htole32(VHOST_BLK_MAX_DISCARD_SECTORS);
 		cfg->max_discard_seg = htole32(VHOST_BLK_MAX_DISCARD_SEG);
+		cfg->wce = f->wce;
+		return 0;
+	}
+	case VHOST_BLK_SET_CONFIG: {
+		struct vhost_blk_config *hdr = arg;
+
+		if (!f->has_config)
+			return -ENOTTY;
+		/* As the module: the writeback byte alone, 0 or 1. */
+		if (hdr->offset != offsetof(struct virtio_blk_config, wce) ||
+		    hdr->len != 1 || hdr->buf[0] > 1)
+			return -EINVAL;
+		f->wce = hdr->buf[0];
 		return 0;
 	}
 	case VHOST_BLK_GET_VRING_STATS: {

@@ -52,6 +52,7 @@ struct fake {
 	bool ro_backend;		/* the attached fd is read-only */
 	uint64_t features;
 	bool has_config;		/* VHOST_BLK_GET_CONFIG exists */
+	uint8_t wce;			/* VHOST_BLK_SET_CONFIG's writeback */
 	unsigned int nvqs;
 	uint64_t desc[KDEV_MAX_QUEUES];
 	bool running[KDEV_MAX_QUEUES];
@@ -64,6 +65,7 @@ struct fake {
 	(F(VIRTIO_F_VERSION_1) | F(VIRTIO_RING_F_INDIRECT_DESC) |	\
 	 F(VIRTIO_RING_F_EVENT_IDX) | F(VIRTIO_BLK_F_SEG_MAX) |		\
 	 F(VIRTIO_BLK_F_BLK_SIZE) | F(VIRTIO_BLK_F_FLUSH) |		\
+	 F(VIRTIO_BLK_F_CONFIG_WCE) |					\
 	 F(VIRTIO_BLK_F_TOPOLOGY) | F(VIRTIO_BLK_F_MQ) |		\
 	 F(VIRTIO_BLK_F_DISCARD) | F(VIRTIO_BLK_F_WRITE_ZEROES) |	\
 	 F(VHOST_F_LOG_ALL))

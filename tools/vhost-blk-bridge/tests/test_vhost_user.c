@@ -1659,7 +1659,7 @@ static void t_kernel_error(struct env *e)
 
 static void t_set_config_refused(struct env *e)
 {
-	struct vu_config_space c = { .offset = 32, .size = 1, .flags = 0 };
+	struct vu_config_space c = { .offset = 0, .size = 1, .flags = 0 };
 	int ret;
 
 	ret = xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
@@ -1667,6 +1667,61 @@ static void t_set_config_refused(struct env *e)
 	CHECK(ret == 0, "connection closed: %d", ret);
 	expect_ack(e, false, VU_SET_CONFIG);
 	CHECK(log_has("read-only"), "no warning");
+}
+
+/* GET_CONFIG's writeback byte. */
+static uint8_t get_wce(struct env *e)
+{
+	struct vu_config_space req = { .offset = 32, .size = 1 }, rep;
+	struct vu_hdr h;
+
+	CHECK(xchg(e, VU_GET_CONFIG, VU_VERSION, &req, 12 + 1, NULL, 0) == 0,
+	      "GET_CONFIG");
+	CHECK(recv_reply(e, &h, &rep, 12 + 1) == 0, "no reply");
+	return rep.region[0];
+}
+
+/*
+ * The guest's write cache switch: QEMU writes the writeback byte alone
+ * (VIRTIO_BLK_F_CONFIG_WCE), which goes to the module; GET_CONFIG reads
+ * it back.  A value the module refuses, or the byte written without the
+ * feature negotiated, is nacked, and the connection stays.
+ */
+static void t_set_config_wce(struct env *e)
+{
+	struct vu_config_space c = { .offset = 32, .size = 1, .flags = 0 };
+
+	handshake(e);
+	CHECK(get_u64(e, VU_GET_FEATURES) & F(VIRTIO_BLK_F_CONFIG_WCE),
+	      "CONFIG_WCE not offered");
+	/* Not negotiated yet. */
+	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
+		   NULL, 0) == 0, "SET_CONFIG");
+	expect_ack(e, false, VU_SET_CONFIG);
+	CHECK(log_has("was not negotiated"), "no warning");
+	CHECK(e->fake.wce == 1, "writeback changed");
+
+	start(e, NQ, true);
+	CHECK(get_wce(e) == 1, "not writeback at first");
+	c.region[0] = 0;
+	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
+		   NULL, 0) == 0, "SET_CONFIG");
+	expect_ack(e, true, VU_SET_CONFIG);
+	CHECK(e->fake.wce == 0, "the module was not told");
+	CHECK(get_wce(e) == 0, "GET_CONFIG does not follow");
+	CHECK(log_has("writethrough"), "not logged");
+
+	c.region[0] = 2;
+	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
+		   NULL, 0) == 0, "SET_CONFIG");
+	expect_ack(e, false, VU_SET_CONFIG);
+	CHECK(e->fake.wce == 0 && get_wce(e) == 0, "a refused value stuck");
+
+	c.region[0] = 1;
+	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
+		   NULL, 0) == 0, "SET_CONFIG");
+	expect_ack(e, true, VU_SET_CONFIG);
+	CHECK(e->fake.wce == 1 && get_wce(e) == 1, "not writeback again");
 }
 
 static void t_disconnect_mid_io(struct env *e)
@@ -2570,7 +2625,8 @@ static const struct test tests[] = {
 	{ "vring address outside guest memory", t_vring_addr_outside, false },
 	{ "SET_VRING_ADDR before SET_MEM_TABLE", t_vring_addr_before_mem, false },
 	{ "a failing ioctl is named, nacked and closes", t_kernel_error, false },
-	{ "SET_CONFIG is nacked, the connection stays", t_set_config_refused, false },
+	{ "SET_CONFIG of a read-only byte is nacked, the connection stays", t_set_config_refused, false },
+	{ "SET_CONFIG of writeback goes to the module (CONFIG_WCE)", t_set_config_wce, false },
 	{ "frontend disconnects mid-I/O: device closed, memory unmapped", t_disconnect_mid_io, false },
 	{ "a reconnecting frontend gets a working device", t_reconnect, false },
 	{ "--read-only offers VIRTIO_BLK_F_RO", t_read_only, true },
