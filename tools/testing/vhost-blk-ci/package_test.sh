@@ -117,9 +117,11 @@ done
 # DKMS runs depmod, which reads every module of the kernel: on 6.12 that
 # is 4230 .ko.xz, each decompressed under TCG, 3 of this VM's 12 min.
 # Cut the tree, on the overlay, to what this test can load: the modules
-# loaded now, and vhost_blk's dependencies with theirs.
+# loaded now, vhost_blk's dependencies and what the selftest loads
+# (dm-mod for dmsetup, loop, null_blk), with theirs.
 declare -A keep=()
-for mod in $(awk '{ print $1 }' /proc/modules) vhost vhost_iotlb; do
+for mod in $(awk '{ print $1 }' /proc/modules) vhost vhost_iotlb dm_mod \
+	loop null_blk; do
 	while read -r cmd ko _; do
 		[ "$cmd" != insmod ] || keep[$ko]=1
 	done < <(modprobe --show-depends "$mod" 2>/dev/null || true)
