@@ -130,8 +130,8 @@ tools: $(BUILD)/kernel.env
 # A failed set-up (scripts/deps.sh) is a result too: the summary line is
 # printed all the same.
 # make check-long: the same with every pass on every backend, the e2e
-# live migration, the in-tree kselftest run and twice the debug fuzzing
-# (run_check.sh --long; about 45 min cached, against make check's 30).
+# live migration, make intree and three times the debug fuzzing
+# (run_check.sh --long; about 50 min cached).
 check check-long:
 	@$(MAKE) --no-print-directory $(BUILD)/kernel.env || { \
 		echo "not ok 1 - make deps: scripts/deps.sh failed (its output is above)"; \

@@ -31,7 +31,8 @@
 # be on at the end (debug.lockdep.tap), because any lockdep report or a
 # taint turns it off, and every lockdep_assert_held() with it.
 #
-# Usage: in_vm.sh [--pass stock|debug|6.1|7.3] [--fuzz-requests N] [--hostile-only]
+# Usage: in_vm.sh [--pass stock|debug|6.1|7.3] [--fuzz-requests N]
+#                 [--stress-requests N] [--hostile-only]
 #                 [--backends LIST] [--hostile-backends LIST] BINDIR
 
 set -u
@@ -61,6 +62,8 @@ Options:
                        bench or perf, rmmod at the end
   --fuzz-requests N    fuzzer requests per backend (hostile.sh --requests;
                        default: hostile.sh's)
+  --stress-requests N  stress requests per backend (hostile.sh
+                       --stress-requests; default: hostile.sh's)
   --hostile-only       only the hostile-guest suite, no selftest programs
   --backends LIST      the backends the selftest programs run on, of brd,
                        nullb, ext4 and nvmetcp (nvmetcp on the stock
@@ -80,6 +83,7 @@ bad_usage() {
 
 pass=stock
 fuzz_requests=
+stress_requests=
 hostile_only=0
 sel_list=-
 hostile_list=-
@@ -89,6 +93,8 @@ while [ $# -gt 0 ]; do
 			pass=$2; shift 2 ;;
 	--fuzz-requests) [ $# -ge 2 ] || bad_usage "$1 needs an argument"
 			fuzz_requests=$2; shift 2 ;;
+	--stress-requests) [ $# -ge 2 ] || bad_usage "$1 needs an argument"
+			stress_requests=$2; shift 2 ;;
 	--hostile-only)	hostile_only=1; shift ;;
 	--backends)	[ $# -ge 2 ] || bad_usage "$1 needs an argument"
 			sel_list=$2; shift 2 ;;
@@ -107,6 +113,9 @@ debug)	prefix=debug. ;;
 esac
 if [ -n "$fuzz_requests" ] && ! [[ $fuzz_requests =~ ^[0-9]+$ ]]; then
 	bad_usage "--fuzz-requests: '$fuzz_requests' is not a number"
+fi
+if [ -n "$stress_requests" ] && ! [[ $stress_requests =~ ^[0-9]+$ ]]; then
+	bad_usage "--stress-requests: '$stress_requests' is not a number"
 fi
 [ $# -eq 1 ] || bad_usage "usage: $me [OPTIONS] BINDIR (see --help)"
 bindir=$1
@@ -356,6 +365,7 @@ if [ "${#hostile_backends[@]}" -gt 0 ]; then
 	tap=$out/${prefix}hostile.tap
 	bash "$selftests/hostile.sh" --bindir "$bindir" --log "$out" \
 		${fuzz_requests:+--requests "$fuzz_requests"} \
+		${stress_requests:+--stress-requests "$stress_requests"} \
 		"${hostile_backends[@]}" >"$tap" 2>"$out/${prefix}hostile.log"
 	note "hostile: $(grep -c '^ok' "$tap") ok, $(grep -c '^not ok' "$tap") not ok"
 	grep '^not ok ' "$tap" | sed 's/^/in_vm:   /'
