@@ -131,7 +131,8 @@ tools: $(BUILD)/kernel.env
 # printed all the same.
 # make check-long: the same with every pass on every backend, the e2e
 # live migration, make intree and three times the debug fuzzing
-# (run_check.sh --long; about 50 min cached).
+# (run_check.sh --long; not timed as a whole yet: what it adds took about
+# 25 min of VM time in the runs before the cuts).
 check check-long:
 	@$(MAKE) --no-print-directory $(BUILD)/kernel.env || { \
 		echo "not ok 1 - make deps: scripts/deps.sh failed (its output is above)"; \

@@ -93,8 +93,8 @@ Options:
   --long          every pass on every backend, the e2e live migration,
                   make intree (with its kselftest run in a VM) and 6000
                   fuzzer and stress requests per debug backend (make
-                  check-long, about 45 min cached); without it make
-                  check's scope
+                  check-long); without it make check's scope (28 min
+                  cached on 2 cores)
   --fuzz-debug N  only the hostile-guest suite on the debug kernel, with N
                   fuzzer requests per backend (make fuzz-debug); results
                   in \$BUILD/vm-out/fuzz-debug
