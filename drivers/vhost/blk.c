@@ -42,12 +42,14 @@
 #include <linux/memcontrol.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/net.h>
 #include <linux/nospec.h>
 #include <linux/overflow.h>
 #include <linux/pagemap.h>
 #include <linux/sizes.h>
 #include <linux/sched/clock.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/task.h>
 #include <linux/sched/vhost_task.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
@@ -55,6 +57,8 @@
 #include <linux/virtio_blk.h>
 #include <linux/vhost_blk.h>
 #include <linux/wait_bit.h>
+
+#include <net/sock.h>
 
 #include "vhost.h"
 
@@ -195,6 +199,18 @@ struct vhost_blk {
 	 */
 	bool writethrough;
 	/*
+	 * Whose cgroups pay for the guest when the vhost workers are
+	 * kthreads (dev.fork_owner clear): the owner's, or with
+	 * VHOST_BLK_CHARGE_PEER those of the process at the other end of
+	 * the VMM's socket (charge_task, a reference).  The kthreads are
+	 * moved into its cgroups and charge work_memcg (a reference) for
+	 * what they allocate, as a kthread charges no memory cgroup by
+	 * itself.  Both are set under dev.mutex before the first backend
+	 * and put once the workers have stopped.
+	 */
+	struct task_struct *charge_task;
+	struct mem_cgroup *work_memcg;
+	/*
 	 * What a backend can only do synchronously (fsync, fallocate, secure
 	 * erase) runs in a task of the owner's own, as the vhost worker
 	 * does: the owner's cgroup limits (io.max, memory) and CPU
@@ -207,7 +223,6 @@ struct vhost_blk {
 	 */
 	struct vhost_task *sync_task;
 	struct task_struct *sync_kthread;
-	struct mem_cgroup *sync_memcg;	/* the kthread's, a reference */
 	spinlock_t sync_lock;		/* sync_list, sync_dead */
 	struct list_head sync_list;
 	bool sync_dead;			/* killed with its owner */
@@ -336,6 +351,16 @@ static void vhost_blk_free_bounce(struct vhost_blk_req *req)
 	kfree(req->bounce);
 	req->bounce = NULL;
 	req->nr_bounce = 0;
+}
+
+/*
+ * A kthread worker's allocations for the guest charge no memory cgroup by
+ * themselves: charge work_memcg (NULL for a vhost_task, which charges its
+ * owner's).  Returns what to restore with set_active_memcg().
+ */
+static struct mem_cgroup *vhost_blk_charge_begin(struct vhost_blk *blk)
+{
+	return set_active_memcg(READ_ONCE(blk->work_memcg));
 }
 
 /*
@@ -730,7 +755,7 @@ static void vhost_blk_submit_sync(struct vhost_blk_req *req)
 static int vhost_blk_sync_kthread_fn(void *data)
 {
 	struct vhost_blk *blk = data;
-	struct mem_cgroup *old = set_active_memcg(blk->sync_memcg);
+	struct mem_cgroup *old = set_active_memcg(blk->work_memcg);
 
 	for (;;) {
 		/* Pairs with the wake-up in kthread_stop(). */
@@ -756,12 +781,11 @@ static int vhost_blk_sync_kthread_start(struct vhost_blk *blk,
 	task = kthread_create(vhost_blk_sync_kthread_fn, blk, "%s", name);
 	if (IS_ERR(task))
 		return PTR_ERR(task);
-	ret = cgroup_attach_task_all(current, task);
+	ret = cgroup_attach_task_all(blk->charge_task ?: current, task);
 	if (ret) {
 		kthread_stop(task);
 		return ret;
 	}
-	blk->sync_memcg = get_mem_cgroup_from_mm(current->mm);
 	blk->sync_kthread = task;
 	wake_up_process(task);
 	return 0;
@@ -769,7 +793,8 @@ static int vhost_blk_sync_kthread_start(struct vhost_blk *blk,
 
 /*
  * Start the sync task, in the owner's context: one of its threads, or a
- * kthread in its cgroups, as its vhost workers are.
+ * kthread in its cgroups (or the charged peer's), as its vhost workers
+ * are.
  */
 static int vhost_blk_sync_start(struct vhost_blk *blk)
 {
@@ -798,9 +823,7 @@ static void vhost_blk_sync_stop(struct vhost_blk *blk)
 	lockdep_assert_held(&blk->dev.mutex);
 	if (blk->sync_kthread) {
 		kthread_stop(blk->sync_kthread);
-		mem_cgroup_put(blk->sync_memcg);
 		blk->sync_kthread = NULL;
-		blk->sync_memcg = NULL;
 	}
 	if (!blk->sync_task)
 		return;
@@ -1890,12 +1913,14 @@ static void vhost_blk_done_work(struct vhost_work *work)
 						done_work);
 	struct vhost_virtqueue *vq = &bvq->vq;
 	struct vhost_blk_req *req, *tmp;
+	struct mem_cgroup *memcg;
 	struct llist_node *list;
 	unsigned int n = 0;
 	u32 len;
 	u8 status;
 
 	mutex_lock(&vq->mutex);
+	memcg = vhost_blk_charge_begin(vhost_blk_from_vq(vq));
 	vhost_blk_redirty(bvq);
 	vhost_blk_retry(bvq);
 	list = llist_reverse_order(llist_del_all(&bvq->done_list));
@@ -1950,6 +1975,7 @@ static void vhost_blk_done_work(struct vhost_work *work)
 		bvq->requeued = true;
 		vhost_poll_queue(&vq->poll);
 	}
+	set_active_memcg(memcg);
 	mutex_unlock(&vq->mutex);
 }
 
@@ -2071,6 +2097,7 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	enum vhost_blk_poll_outcome poll;
 	struct vhost_blk_backend *be;
 	unsigned int out, in, ndesc, log_num = 0;
+	struct mem_cgroup *memcg;
 	struct vhost_log *vq_log;
 	struct blk_plug plug;
 	size_t bytes = 0;
@@ -2082,6 +2109,7 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	be = vhost_vq_get_backend(vq);
 	if (!be)
 		goto out;
+	memcg = vhost_blk_charge_begin(blk);
 
 	trace_vhost_blk_kick(bvq->index, !bvq->requeued);
 	if (!bvq->requeued) {
@@ -2180,6 +2208,7 @@ static void vhost_blk_handle_kick(struct vhost_work *work)
 	 */
 	if (!bvq->requeued && !list_empty(&bvq->polled))
 		vhost_vq_work_queue(vq, &bvq->reap_work);
+	set_active_memcg(memcg);
 out:
 	mutex_unlock(&vq->mutex);
 }
@@ -2458,6 +2487,137 @@ static int vhost_blk_start_vqs(struct vhost_blk *blk,
 	return 0;
 }
 
+struct vhost_blk_charge_work {
+	struct vhost_work work;
+	struct task_struct *task;
+	int ret;
+};
+
+static void vhost_blk_charge_work_fn(struct vhost_work *work)
+{
+	struct vhost_blk_charge_work *cw;
+
+	cw = container_of(work, struct vhost_blk_charge_work, work);
+	cw->ret = cgroup_attach_task_all(cw->task, current);
+}
+
+/*
+ * Move the kthread worker of every ring into @task's cgroups, from inside
+ * it, as the vhost core attaches a new worker to the owner's.  A worker
+ * that serves several rings is moved once per ring.
+ */
+static int vhost_blk_charge_workers(struct vhost_blk *blk,
+				    struct task_struct *task)
+{
+	struct vhost_blk_charge_work cw = { .task = task };
+	int i;
+
+	lockdep_assert_held(&blk->dev.mutex);
+	vhost_work_init(&cw.work, vhost_blk_charge_work_fn);
+	for (i = 0; i < blk->dev.nvqs && !cw.ret; i++)
+		if (vhost_vq_work_queue(&blk->vqs[i].vq, &cw.work))
+			vhost_dev_flush(&blk->dev);
+	return cw.ret;
+}
+
+/*
+ * Before the first backend: kthread workers charge the owner's memory
+ * cgroup for the guest, unless VHOST_BLK_CHARGE_PEER chose another's.
+ */
+static void vhost_blk_charge_start(struct vhost_blk *blk)
+{
+	lockdep_assert_held(&blk->dev.mutex);
+	if (!blk->dev.fork_owner && !blk->work_memcg)
+		WRITE_ONCE(blk->work_memcg,
+			   get_mem_cgroup_from_mm(current->mm));
+}
+
+/* Once the workers and the sync task have stopped. */
+static void vhost_blk_charge_put(struct vhost_blk *blk)
+{
+	mem_cgroup_put(blk->work_memcg);
+	WRITE_ONCE(blk->work_memcg, NULL);
+	if (blk->charge_task)
+		put_task_struct(blk->charge_task);
+	blk->charge_task = NULL;
+}
+
+/* The process at the other end of the socket @fd, a reference. */
+static struct task_struct *vhost_blk_peer_get(int fd)
+{
+	struct task_struct *task;
+	struct pid *pid = NULL;
+	struct socket *sock;
+	int err;
+
+	sock = sockfd_lookup(fd, &err);
+	if (!sock)
+		return ERR_PTR(err);
+	if (sock->sk && sock->sk->sk_family == AF_UNIX) {
+		spin_lock(&sock->sk->sk_peer_lock);
+		pid = get_pid(sock->sk->sk_peer_pid);
+		spin_unlock(&sock->sk->sk_peer_lock);
+	}
+	sockfd_put(sock);
+	if (!pid)
+		return ERR_PTR(-ENOTCONN);
+	task = get_pid_task(pid, PIDTYPE_TGID);
+	put_pid(pid);
+	return task ?: ERR_PTR(-ESRCH);
+}
+
+static long vhost_blk_charge_peer(struct vhost_blk *blk, int __user *argp)
+{
+	struct task_struct *task;
+	struct mem_cgroup *memcg;
+	struct mm_struct *mm;
+	int fd;
+	long ret;
+
+	if (get_user(fd, argp))
+		return -EFAULT;
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret)
+		goto out;
+	/* A vhost_task is a thread of the owner: it stays in its cgroup. */
+	ret = -EINVAL;
+	if (blk->dev.fork_owner)
+		goto out;
+	ret = -EBUSY;
+	if (blk->charge_task || blk->work_memcg)
+		goto out;
+
+	task = vhost_blk_peer_get(fd);
+	if (IS_ERR(task)) {
+		ret = PTR_ERR(task);
+		goto out;
+	}
+	mm = get_task_mm(task);
+	if (!mm) {
+		ret = -ESRCH;
+		goto put_task;
+	}
+	memcg = get_mem_cgroup_from_mm(mm);
+	mmput(mm);
+	ret = vhost_blk_charge_workers(blk, task);
+	if (ret)
+		goto put_memcg;
+	blk->charge_task = task;
+	WRITE_ONCE(blk->work_memcg, memcg);
+	goto out;
+
+put_memcg:
+	/* Back where they were: that move was allowed before. */
+	vhost_blk_charge_workers(blk, current);
+	mem_cgroup_put(memcg);
+put_task:
+	put_task_struct(task);
+out:
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
 static long vhost_blk_set_backend(struct vhost_blk *blk, int fd)
 {
 	struct vhost_blk_backend *be = NULL;
@@ -2469,6 +2629,7 @@ static long vhost_blk_set_backend(struct vhost_blk *blk, int fd)
 		goto out;
 
 	if (fd != -1) {
+		vhost_blk_charge_start(blk);
 		ret = vhost_blk_sync_start(blk);
 		if (ret)
 			goto out;
@@ -2857,6 +3018,7 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 	vhost_blk_sync_stop(blk);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_reset_owner(&blk->dev, umem);
+	vhost_blk_charge_put(blk);
 out:
 	mutex_unlock(&blk->dev.mutex);
 	return ret;
@@ -2968,6 +3130,7 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_cleanup(&blk->dev);
+	vhost_blk_charge_put(blk);
 	kfree(blk->dev.vqs);
 	kvfree(blk->vqs);
 free:
@@ -3018,12 +3181,18 @@ static long vhost_blk_do_ioctl(struct vhost_blk *blk, unsigned int ioctl,
 		return vhost_blk_set_mem_table(blk, argp);
 	case VHOST_RESET_OWNER:
 		return vhost_blk_reset_owner(blk);
+	case VHOST_BLK_CHARGE_PEER:
+		return vhost_blk_charge_peer(blk, argp);
 	case VHOST_NEW_WORKER:
 	case VHOST_FREE_WORKER:
 	case VHOST_ATTACH_VRING_WORKER:
 	case VHOST_GET_VRING_WORKER:
 		mutex_lock(&blk->dev.mutex);
 		ret = vhost_worker_ioctl(&blk->dev, ioctl, argp);
+		/* A ring's new worker joins the charged peer's cgroups. */
+		if (!ret && ioctl == VHOST_ATTACH_VRING_WORKER &&
+		    blk->charge_task)
+			ret = vhost_blk_charge_workers(blk, blk->charge_task);
 		mutex_unlock(&blk->dev.mutex);
 		return ret;
 	default:

@@ -301,8 +301,60 @@ out:
 	return ret;
 }
 
-int kdev_open(struct kdev *k, const struct kdev_params *p)
+/*
+ * Why the guest's work stays charged to the bridge: fatal with
+ * --charge frontend, a warning otherwise.  0 or -errno.
+ */
+static int kdev_charge_failed(struct kdev *k, const char *what, int err)
 {
+	if (k->p->charge == KDEV_CHARGE_FRONTEND) {
+		vbb_err("%s on %s: %s (errno %d): cannot charge the guest to the frontend's cgroups (--charge frontend)",
+			what, k->p->path, strerror(-err), -err);
+		return err;
+	}
+	vbb_warn("%s on %s: %s (errno %d): the guest's I/O, memory and CPU time are charged to the bridge's cgroups, not the frontend's",
+		 what, k->p->path, strerror(-err), -err);
+	return 0;
+}
+
+/*
+ * Before VHOST_SET_OWNER: kthread workers, which VHOST_BLK_CHARGE_PEER
+ * can move into the frontend's cgroups (a vhost_task worker is a thread
+ * of the bridge).  Returns 1 if asked for, 0 if not, or -errno.
+ */
+static int kdev_kthread_workers(struct kdev *k)
+{
+	__u8 mode = VHOST_FORK_OWNER_KTHREAD;
+	int ret;
+
+	ret = k->p->ops->ioctl(k->p->ops->priv, k->fd,
+			       VHOST_SET_FORK_FROM_OWNER, &mode);
+	if (!ret)
+		return 1;
+	/* A kernel without the choice: an unknown ioctl, before an owner. */
+	if (ret == -EPERM)
+		ret = -ENOTTY;
+	return kdev_charge_failed(k, "ioctl VHOST_SET_FORK_FROM_OWNER", ret);
+}
+
+/* After VHOST_SET_OWNER, before the first backend.  0 or -errno. */
+static int kdev_charge_peer(struct kdev *k, int peer)
+{
+	__s32 fd = peer;
+	int ret;
+
+	ret = k->p->ops->ioctl(k->p->ops->priv, k->fd, VHOST_BLK_CHARGE_PEER,
+			       &fd);
+	if (ret)
+		return kdev_charge_failed(k, "ioctl VHOST_BLK_CHARGE_PEER", ret);
+	k->charged = true;
+	vbb_info("the guest's I/O, memory and CPU time are charged to the frontend's cgroups");
+	return 0;
+}
+
+int kdev_open(struct kdev *k, const struct kdev_params *p, int peer)
+{
+	bool charge = peer >= 0 && p->charge != KDEV_CHARGE_BRIDGE;
 	struct vhost_blk_vring_stats st;
 	char serial[VHOST_BLK_SERIAL_LEN];
 	__u32 nvqs = p->num_queues;
@@ -336,9 +388,20 @@ int kdev_open(struct kdev *k, const struct kdev_params *p)
 		goto err;
 	}
 
+	if (charge) {
+		ret = kdev_kthread_workers(k);
+		if (ret < 0)
+			goto err;
+		charge = ret;
+	}
 	ret = KDEV_IOCTL(k, VHOST_SET_OWNER, NULL);
 	if (ret)
 		goto err;
+	if (charge) {
+		ret = kdev_charge_peer(k, peer);
+		if (ret)
+			goto err;
+	}
 
 	/* The module serves max_queues queues per device: is ours there? */
 	memset(&st, 0, sizeof(st));

@@ -14,6 +14,12 @@
 #include <linux/virtio_blk.h>
 #include <linux/vhost_blk.h>
 
+/* Linux 6.17's worker choice, for headers from before it. */
+#ifndef VHOST_SET_FORK_FROM_OWNER
+#define VHOST_FORK_OWNER_KTHREAD	0
+#define VHOST_SET_FORK_FROM_OWNER	_IOW(VHOST_VIRTIO, 0x84, __u8)
+#endif
+
 /* Most queues the bridge serves (the module's max_queues is at most 64). */
 #define KDEV_MAX_QUEUES		64
 
@@ -50,6 +56,19 @@ int disk_open(struct disk *d, const char *path, bool read_only, bool shared);
 int disk_size(const struct disk *d, uint64_t *bytes);
 void disk_close(struct disk *d);
 
+/*
+ * Whose cgroups pay for a guest's work (CPU time of the workers, I/O,
+ * memory): the frontend's, through VHOST_BLK_CHARGE_PEER with its
+ * connection and kthread workers, or the bridge's own.  With AUTO a
+ * kernel that cannot leaves it to the bridge, with a warning; with
+ * FRONTEND the connection is refused.
+ */
+enum kdev_charge {
+	KDEV_CHARGE_AUTO,
+	KDEV_CHARGE_FRONTEND,
+	KDEV_CHARGE_BRIDGE,
+};
+
 /* How every /dev/vhost-blk the bridge opens is set up. */
 struct kdev_params {
 	const char *path;		/* the misc device */
@@ -64,6 +83,7 @@ struct kdev_params {
 	unsigned int poll_us;		/* VHOST_SET_VRING_BUSYLOOP_TIMEOUT */
 	bool poll_adaptive;		/* VHOST_BLK_SET_VRING_POLL */
 	const char *serial;		/* NULL: the module's default */
+	enum kdev_charge charge;	/* whose cgroups pay for the guest */
 };
 
 /* QEMU's vhost-user-blk queue-size default. */
@@ -76,6 +96,7 @@ struct kdev {
 	const struct kdev_params *p;
 	int fd;
 	bool attached;			/* VHOST_BLK_SET_BACKEND with the disk */
+	bool charged;			/* VHOST_BLK_CHARGE_PEER done */
 	uint64_t features;		/* VHOST_GET_FEATURES, backend attached */
 	bool have_config;		/* VHOST_BLK_GET_CONFIG answered */
 	struct virtio_blk_config config;	/* its answer, little-endian */
@@ -89,12 +110,14 @@ int kdev_ioctl(struct kdev *k, unsigned long req, void *arg, const char *name);
 #define KDEV_IOCTL(k, req, arg)	kdev_ioctl((k), (req), (void *)(arg), #req)
 
 /*
- * Open the device, take ownership (VHOST_SET_OWNER), check the queue count,
- * set the serial and the polling mode of every queue, and attach the disk
- * once to learn its features and config space.  Returns with the disk
- * detached.  0 or -errno, with the reason printed.
+ * Open the device, take ownership (VHOST_SET_OWNER), charge the frontend
+ * at the other end of the socket @peer (-1: none, for a probe; see enum
+ * kdev_charge), check the queue count, set the serial and the polling
+ * mode of every queue, and attach the disk once to learn its features
+ * and config space.  Returns with the disk detached.  0 or -errno, with
+ * the reason printed.
  */
-int kdev_open(struct kdev *k, const struct kdev_params *p);
+int kdev_open(struct kdev *k, const struct kdev_params *p, int peer);
 /* Close the fd: the module drains every request in flight. */
 void kdev_close(struct kdev *k);
 

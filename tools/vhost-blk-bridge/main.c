@@ -51,6 +51,12 @@ static void usage(FILE *f)
 "      --shared             do not lock the backend (by default an OFD lock\n"
 "                           keeps a second bridge or a QEMU off it); for\n"
 "                           the two bridges of a live migration\n"
+"      --charge WHO         whose cgroups pay for the guest's I/O, memory\n"
+"                           and CPU time: frontend (the connected process,\n"
+"                           SO_PEERCRED; refuse it if the kernel cannot),\n"
+"                           bridge (this process), or auto (the default:\n"
+"                           frontend where the kernel can, with a warning\n"
+"                           otherwise)\n"
 "      --serial S           GET_ID string (at most %d bytes)\n"
 "  -q, --num-queues N       virtqueues (default 1)\n"
 "      --queue-size N       the frontend's ring size, QEMU's queue-size\n"
@@ -76,6 +82,25 @@ static void usage(FILE *f)
 "takes no --socket option; it tells systemd when it is ready (sd_notify).\n",
 		VHOST_BLK_SERIAL_LEN, KDEV_DEFAULT_QUEUE_SIZE,
 		DEFAULT_MSG_TIMEOUT_MS);
+}
+
+static int parse_charge(const char *s, enum kdev_charge *out)
+{
+	static const char *const names[] = {
+		[KDEV_CHARGE_AUTO] = "auto",
+		[KDEV_CHARGE_FRONTEND] = "frontend",
+		[KDEV_CHARGE_BRIDGE] = "bridge",
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcmp(s, names[i])) {
+			*out = i;
+			return 0;
+		}
+	}
+	vbb_err("--charge: '%s' is not auto, frontend or bridge", s);
+	return -1;
 }
 
 static int parse_uint(const char *opt, const char *s, unsigned long min,
@@ -126,6 +151,7 @@ int main(int argc, char **argv)
 		OPT_SERIAL = 256, OPT_POLL_US, OPT_POLL_ADAPTIVE, OPT_DEVICE,
 		OPT_ONCE, OPT_STATS_INTERVAL, OPT_MSG_TIMEOUT, OPT_SOCKET_FD,
 		OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_ALLOW_UID, OPT_SHARED,
+		OPT_CHARGE,
 		OPT_QUEUE_SIZE,
 	};
 	static const struct option opts[] = {
@@ -137,6 +163,7 @@ int main(int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "read-only", no_argument, NULL, 'r' },
 		{ "shared", no_argument, NULL, OPT_SHARED },
+		{ "charge", required_argument, NULL, OPT_CHARGE },
 		{ "serial", required_argument, NULL, OPT_SERIAL },
 		{ "num-queues", required_argument, NULL, 'q' },
 		{ "queue-size", required_argument, NULL, OPT_QUEUE_SIZE },
@@ -206,6 +233,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SHARED:
 			shared = true;
+			break;
+		case OPT_CHARGE:
+			if (parse_charge(optarg, &params.kdev.charge))
+				return 2;
 			break;
 		case OPT_SERIAL:
 			if (strlen(optarg) > VHOST_BLK_SERIAL_LEN) {
@@ -280,7 +311,7 @@ int main(int argc, char **argv)
 	params.kdev.disk = &disk;
 
 	/* Fail now, not when QEMU connects, if the module cannot serve. */
-	if (kdev_open(&probe, &params.kdev)) {
+	if (kdev_open(&probe, &params.kdev, -1)) {
 		disk_close(&disk);
 		return 1;
 	}

@@ -1147,7 +1147,7 @@ int vu_session_open(struct vu_session *s, const struct vu_params *p,
 	s->p = p;
 	s->sock = sock;
 	s->backend_fd = -1;
-	ret = kdev_open(&s->kdev, &p->kdev);
+	ret = kdev_open(&s->kdev, &p->kdev, sock);
 	if (ret)
 		return ret;
 	s->features = kdev_offered_features(&s->kdev);

@@ -132,6 +132,27 @@ struct vhost_blk_config {
 #define VHOST_BLK_SET_NUM_QUEUES	_IOW(VHOST_VIRTIO, 0x55, __u32)
 
 /*
+ * VHOST_BLK_CHARGE_PEER - charge the guest's work to the cgroups of
+ * another process: the one at the other end of @fd, a connected AF_UNIX
+ * socket (the process whose credentials SO_PEERCRED reports, as of its
+ * connect()).  A vhost-user bridge passes the socket of the frontend it
+ * serves, so that the frontend's cgroup (the VM's) pays for the CPU time,
+ * I/O (io.max) and memory of its guest's requests, as it would were the
+ * frontend the owner.  The vhost workers and the sync task are moved into
+ * every cgroup of that process, and what they allocate for the guest is
+ * charged to its memory cgroup.  That needs kthread workers, chosen with
+ * VHOST_SET_FORK_FROM_OWNER before VHOST_SET_OWNER: a vhost_task worker
+ * is a thread of the owner and cannot leave its cgroup (EINVAL).  A
+ * worker given to a ring later (VHOST_ATTACH_VRING_WORKER) is moved too.
+ * Once per owner, before the
+ * first VHOST_BLK_SET_BACKEND (EBUSY otherwise); VHOST_RESET_OWNER ends
+ * it.  A listening socket or a socketpair names the process that made
+ * it.  ENOTSOCK if @fd is not a socket, ENOTCONN if it is not AF_UNIX or
+ * has no peer, ESRCH if the peer has exited.  Owner only.
+ */
+#define VHOST_BLK_CHARGE_PEER	_IOW(VHOST_VIRTIO, 0x57, __s32)
+
+/*
  * Per-queue counters.  Each counts since the device was opened (or since
  * the last read with VHOST_BLK_STATS_RESET).  The struct grows at its end
  * as counters are added, without a new ioctl number: @argsz says how

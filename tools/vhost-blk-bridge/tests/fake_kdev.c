@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "fake_kdev.h"
 
@@ -20,6 +21,8 @@ void fake_init(struct fake *f)
 	f->has_config = true;
 	f->wce = 1;
 	f->nvqs = 16;
+	f->has_fork_owner = true;
+	f->has_charge_peer = true;
 }
 
 int fake_open(void *priv, const char *path)
@@ -33,6 +36,9 @@ int fake_open(void *priv, const char *path)
 	f->open = true;
 	f->owner = false;
 	f->attached = false;
+	f->kthreads = false;
+	f->charged = false;
+	f->attached_once = false;
 	memset(f->desc, 0, sizeof(f->desc));
 	memset(f->running, 0, sizeof(f->running));
 	return FAKE_FD;
@@ -77,6 +83,15 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 			return -EBUSY;
 		return *(__u32 *)arg && *(__u32 *)arg <= f->nvqs ? 0 : -EINVAL;
 	}
+	if (req == VHOST_SET_FORK_FROM_OWNER) {
+		/* Only before the owner, as the vhost core does. */
+		if (!f->has_fork_owner)
+			return -EPERM;
+		if (f->owner)
+			return -EBUSY;
+		f->kthreads = c->a.u64 == VHOST_FORK_OWNER_KTHREAD;
+		return 0;
+	}
 	if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES && !f->owner)
 		return -EPERM;
 	if (fake_vring_req(req)) {
@@ -108,12 +123,27 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 		if (!c->fd_valid)
 			return -EBADF;
 		f->attached = true;
+		f->attached_once = true;
 		f->ro_backend = (fcntl(c->a.file.fd, F_GETFL) & O_ACCMODE) ==
 				O_RDONLY;
 		for (i = 0; i < f->nvqs; i++)
 			f->running[i] = f->desc[i] != 0;
 		return 0;
 	case VHOST_BLK_SET_SERIAL:
+		return 0;
+	case VHOST_BLK_CHARGE_PEER:
+		/* As the module: kthread workers, once, before a backend. */
+		if (!f->has_charge_peer)
+			return -ENOTTY;
+		if (!f->kthreads)
+			return -EINVAL;
+		if (f->charged || f->attached_once)
+			return -EBUSY;
+		if (!c->fd_valid)
+			return -EBADF;
+		if (!c->fd_socket)
+			return -ENOTSOCK;
+		f->charged = true;
 		return 0;
 	case VHOST_BLK_GET_CONFIG: {
 		struct vhost_blk_config *hdr = arg;
@@ -202,6 +232,7 @@ int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
 {
 	struct fake *f = priv;
 	struct fake_call *c;
+	struct stat st;
 
 	if (fd != FAKE_FD)
 		return -EBADF;
@@ -229,6 +260,13 @@ int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
 		c->a.u64 = *(uint64_t *)arg;
 	} else if (req == VHOST_BLK_SET_NUM_QUEUES) {
 		c->a.state.num = *(__u32 *)arg;
+	} else if (req == VHOST_SET_FORK_FROM_OWNER) {
+		c->a.u64 = *(__u8 *)arg;
+	} else if (req == VHOST_BLK_CHARGE_PEER) {
+		c->a.file.fd = *(__s32 *)arg;
+		c->fd_valid = fd_is_open(c->a.file.fd);
+		c->fd_socket = c->fd_valid && fstat(c->a.file.fd, &st) == 0 &&
+			       S_ISSOCK(st.st_mode);
 	} else if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES &&
 		   req != VHOST_BLK_GET_CONFIG) {
 		/* vhost_vring_state, or a struct starting with an index. */

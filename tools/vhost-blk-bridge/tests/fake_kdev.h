@@ -37,6 +37,7 @@ struct fake_call {
 		char serial[VHOST_BLK_SERIAL_LEN];
 	} a;
 	bool fd_valid;			/* vring file / backend: fd was open */
+	bool fd_socket;			/* CHARGE_PEER: ... and a socket */
 	uint32_t nregions;
 	struct vhost_memory_region regions[FAKE_MAX_REGIONS];
 };
@@ -53,6 +54,11 @@ struct fake {
 	uint64_t features;
 	bool has_config;		/* VHOST_BLK_GET_CONFIG exists */
 	uint8_t wce;			/* VHOST_BLK_SET_CONFIG's writeback */
+	bool has_fork_owner;		/* VHOST_SET_FORK_FROM_OWNER exists */
+	bool has_charge_peer;		/* VHOST_BLK_CHARGE_PEER exists */
+	bool kthreads;			/* kthread workers were asked for */
+	bool charged;			/* VHOST_BLK_CHARGE_PEER succeeded */
+	bool attached_once;		/* a backend was attached */
 	unsigned int nvqs;
 	uint64_t desc[KDEV_MAX_QUEUES];
 	bool running[KDEV_MAX_QUEUES];

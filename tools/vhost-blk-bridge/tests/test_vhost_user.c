@@ -1884,8 +1884,10 @@ static void t_open_params(struct env *e)
 	e->p.kdev.serial = "disk-42";
 	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "open");
 	CHECK(e->fake.calls[0].req == VHOST_BLK_SET_NUM_QUEUES &&
-	      e->fake.calls[1].req == VHOST_SET_OWNER,
-	      "not SET_NUM_QUEUES, then SET_OWNER");
+	      e->fake.calls[1].req == VHOST_SET_FORK_FROM_OWNER &&
+	      e->fake.calls[2].req == VHOST_SET_OWNER &&
+	      e->fake.calls[3].req == VHOST_BLK_CHARGE_PEER,
+	      "not SET_NUM_QUEUES, FORK_FROM_OWNER, SET_OWNER, CHARGE_PEER");
 	for (i = 0; i < (int)e->fake.ncalls; i++) {
 		struct fake_call *c = &e->fake.calls[i];
 
@@ -1905,6 +1907,72 @@ static void t_open_params(struct env *e)
 	      "serial");
 	/* The probe leaves the disk detached. */
 	CHECK(!e->fake.attached, "attached after open");
+}
+
+/* Reopen the session with @charge; the result of vu_session_open(). */
+static int reopen_charge(struct env *e, enum kdev_charge charge)
+{
+	int ret;
+
+	vu_session_close(&e->s);
+	e->open = false;
+	e->fake.ncalls = 0;
+	log_reset();
+	e->p.kdev.charge = charge;
+	ret = vu_session_open(&e->s, &e->p, e->be);
+	e->open = !ret;
+	return ret;
+}
+
+/*
+ * The guest is charged to the frontend: kthread workers asked for before
+ * SET_OWNER, then CHARGE_PEER with the frontend's connection.  A kernel
+ * that cannot is a warning by default and fatal with --charge frontend.
+ */
+static void t_charge_frontend(struct env *e)
+{
+	int i;
+
+	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "open");
+	i = find_call(&e->fake, VHOST_SET_FORK_FROM_OWNER, 0);
+	CHECK(i >= 0 && e->fake.calls[i].a.u64 == VHOST_FORK_OWNER_KTHREAD &&
+	      i < find_call(&e->fake, VHOST_SET_OWNER, 0),
+	      "no kthread workers before SET_OWNER");
+	i = find_call(&e->fake, VHOST_BLK_CHARGE_PEER, 0);
+	CHECK(i >= 0 && e->fake.calls[i].a.file.fd == e->be &&
+	      e->fake.calls[i].ret == 0, "CHARGE_PEER not with the connection");
+	CHECK(i < find_call(&e->fake, VHOST_BLK_SET_BACKEND, 0),
+	      "CHARGE_PEER after the backend");
+	CHECK(log_has("charged to the frontend's cgroups"), "not said");
+
+	/* A kernel before VHOST_SET_FORK_FROM_OWNER: the bridge pays. */
+	e->fake.has_fork_owner = false;
+	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "open without");
+	CHECK(count_calls(&e->fake, VHOST_BLK_CHARGE_PEER) == 0,
+	      "CHARGE_PEER without kthread workers");
+	CHECK(log_has("ioctl VHOST_SET_FORK_FROM_OWNER on /dev/vhost-blk: Inappropriate ioctl for device (errno 25): the guest's I/O, memory and CPU time are charged to the bridge's cgroups"),
+	      "no clear warning");
+	CHECK(reopen_charge(e, KDEV_CHARGE_FRONTEND) == -ENOTTY,
+	      "--charge frontend opened without");
+	CHECK(log_has("(--charge frontend)") && !e->fake.open,
+	      "no clear error, or the device stayed open");
+	e->fake.has_fork_owner = true;
+
+	/* A module before VHOST_BLK_CHARGE_PEER. */
+	e->fake.has_charge_peer = false;
+	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "open without");
+	CHECK(log_has("ioctl VHOST_BLK_CHARGE_PEER on /dev/vhost-blk: Inappropriate ioctl"),
+	      "no clear warning");
+	CHECK(reopen_charge(e, KDEV_CHARGE_FRONTEND) == -ENOTTY,
+	      "--charge frontend opened without");
+	e->fake.has_charge_peer = true;
+
+	/* --charge bridge: neither. */
+	CHECK(reopen_charge(e, KDEV_CHARGE_BRIDGE) == 0, "open");
+	CHECK(count_calls(&e->fake, VHOST_SET_FORK_FROM_OWNER) == 0 &&
+	      count_calls(&e->fake, VHOST_BLK_CHARGE_PEER) == 0,
+	      "--charge bridge charged the frontend");
+	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "reopen");
 }
 
 static void t_too_many_queues(struct env *e)
@@ -2631,6 +2699,7 @@ static const struct test tests[] = {
 	{ "a reconnecting frontend gets a working device", t_reconnect, false },
 	{ "--read-only offers VIRTIO_BLK_F_RO", t_read_only, true },
 	{ "open: queue count, owner, busy poll, adaptive poll, serial", t_open_params, false },
+	{ "open: the guest is charged to the frontend's cgroups", t_charge_frontend, false },
 	{ "--num-queues above the module's max_queues", t_too_many_queues, false },
 	{ "/dev/vhost-blk missing", t_open_fails, false },
 	{ "queue counters", t_stats, false },

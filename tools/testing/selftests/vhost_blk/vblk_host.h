@@ -320,10 +320,14 @@ struct host_cgroup {
 	char dir[PATH_MAX];
 };
 
-static inline void host_cgroup_enter(struct __test_metadata *_metadata,
-				     struct host_cgroup *cg)
+/*
+ * Create the cgroup vblk-test-@pid, with the io and memory controllers
+ * enabled above it, and move the process @pid into it.
+ */
+static inline void host_cgroup_enter_pid(struct __test_metadata *_metadata,
+					 struct host_cgroup *cg, pid_t pid)
 {
-	char path[PATH_MAX + 32], pid[32];
+	char path[PATH_MAX + 32], id[32];
 	int err;
 
 	err = host_write_file(VBLK_CGROUP_ROOT "/cgroup.subtree_control",
@@ -331,30 +335,48 @@ static inline void host_cgroup_enter(struct __test_metadata *_metadata,
 	ASSERT_EQ(0, err) TH_LOG("enabling io and memory in %s: %s",
 				 VBLK_CGROUP_ROOT, strerror(-err));
 	snprintf(cg->dir, sizeof(cg->dir), VBLK_CGROUP_ROOT "/vblk-test-%d",
-		 getpid());
+		 pid);
 	rmdir(cg->dir);
 	ASSERT_EQ(0, mkdir(cg->dir, 0755))
 		TH_LOG("mkdir %s: %s", cg->dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir);
-	snprintf(pid, sizeof(pid), "%d", getpid());
-	err = host_write_file(path, pid);
+	snprintf(id, sizeof(id), "%d", pid);
+	err = host_write_file(path, id);
 	ASSERT_EQ(0, err) TH_LOG("%s: %s", path, strerror(-err));
+}
+
+static inline void host_cgroup_enter(struct __test_metadata *_metadata,
+				     struct host_cgroup *cg)
+{
+	host_cgroup_enter_pid(_metadata, cg, getpid());
+}
+
+/*
+ * Remove the cgroup, once every process in it has left or exited (and
+ * the devices whose kthreads it holds are closed).
+ */
+static inline void host_cgroup_remove(struct host_cgroup *cg)
+{
+	int i;
+
+	if (!cg->dir[0])
+		return;
+	/* Exiting vhost tasks may linger a moment. */
+	for (i = 0; i < 100 && rmdir(cg->dir) && errno == EBUSY; i++)
+		usleep(10000);
+	cg->dir[0] = 0;
 }
 
 /* Move back to the root and remove the cgroup (after the device closed). */
 static inline void host_cgroup_leave(struct host_cgroup *cg)
 {
 	char pid[32];
-	int i;
 
 	if (!cg->dir[0])
 		return;
 	snprintf(pid, sizeof(pid), "%d", getpid());
 	host_write_file(VBLK_CGROUP_ROOT "/cgroup.procs", pid);
-	/* Exiting vhost tasks may linger a moment. */
-	for (i = 0; i < 100 && rmdir(cg->dir) && errno == EBUSY; i++)
-		usleep(10000);
-	cg->dir[0] = 0;
+	host_cgroup_remove(cg);
 }
 
 static inline void host_cgroup_set(struct __test_metadata *_metadata,

@@ -15,6 +15,8 @@
 #include <stdalign.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <linux/fs.h>
 
@@ -22,6 +24,17 @@
 
 #include "vblk_test.h"
 #include "vblk_host.h"
+
+/*
+ * A frontend as a vhost-user bridge serves one: a child process in a
+ * cgroup of its own, connected to a socket whose other end (@conn) the
+ * test holds, as the bridge holds the frontend's connection.
+ */
+struct frontend {
+	pid_t pid;
+	int conn;
+	struct host_cgroup cg;
+};
 
 FIXTURE(vhost_blk_trust) {
 	struct env e;
@@ -31,6 +44,7 @@ FIXTURE(vhost_blk_trust) {
 	char scratch[PATH_MAX + 64];	/* a file to unlink */
 	struct host_trace trace;	/* a tracefs instance to remove */
 	struct host_cgroup cg;		/* a cgroup to leave and remove */
+	struct frontend fe;		/* a process to end, its cgroup */
 };
 
 FIXTURE_SETUP(vhost_blk_trust)
@@ -40,6 +54,9 @@ FIXTURE_SETUP(vhost_blk_trust)
 	self->scratch[0] = 0;
 	self->trace.dir[0] = 0;
 	self->cg.dir[0] = 0;
+	self->fe.pid = 0;
+	self->fe.conn = -1;
+	self->fe.cg.dir[0] = 0;
 	env_setup(_metadata, &self->e, VBLK_FEATURES_ALL);
 }
 
@@ -58,6 +75,12 @@ FIXTURE_TEARDOWN(vhost_blk_trust)
 	host_trace_stop(&self->trace);
 	env_teardown(&self->e);
 	host_cgroup_leave(&self->cg);
+	/* Its end of the socket closed, the frontend exits. */
+	if (self->fe.conn >= 0)
+		close(self->fe.conn);
+	if (self->fe.pid > 0)
+		waitpid(self->fe.pid, NULL, 0);
+	host_cgroup_remove(&self->fe.cg);
 }
 
 /*
@@ -904,15 +927,17 @@ static void tasks_in_cgroup(const char *dir_path, const char *comm,
 /*
  * After a FLUSH (so that the sync task has run): the vhost worker
  * (vhost-PID) and the sync task (vhost-blk-PID) are one task each, in the
- * caller's cgroup; with @kthreads, neither is a thread of the caller.
+ * cgroup of the process @pid (the caller's for 0); with @kthreads,
+ * neither is a thread of the caller.
  */
-static void expect_guest_tasks(struct __test_metadata *_metadata,
-			       struct env *e, bool kthreads)
+static void expect_guest_tasks_in(struct __test_metadata *_metadata,
+				  struct env *e, bool kthreads, pid_t pid)
 {
-	char ours[PATH_MAX], comm[2][32];
+	char ours[PATH_MAX], comm[2][32], path[64];
 	int i, threads, found, inside;
 
-	ASSERT_EQ(0, read_line("/proc/self/cgroup", ours, sizeof(ours)));
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid ?: getpid());
+	ASSERT_EQ(0, read_line(path, ours, sizeof(ours)));
 	expect_result(_metadata,
 		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_FLUSH, 0,
 			   NULL, 0, NULL),
@@ -933,6 +958,12 @@ static void expect_guest_tasks(struct __test_metadata *_metadata,
 			TH_LOG("%s: %d of %d in %s", comm[i], inside, found,
 			       ours);
 	}
+}
+
+static void expect_guest_tasks(struct __test_metadata *_metadata,
+			       struct env *e, bool kthreads)
+{
+	expect_guest_tasks_in(_metadata, e, kthreads, 0);
 }
 
 /*
@@ -985,6 +1016,226 @@ TEST_F(vhost_blk_trust, kthread_workers_and_sync_task_are_in_the_vmm_cgroup)
 
 	rw_verify(_metadata, e, &e->dev.vq[0], 2048, 16 * KiB, NULL, NULL);
 	expect_guest_tasks(_metadata, e, true);
+}
+
+/*
+ * Start a frontend (see struct frontend) in a cgroup of its own, and
+ * open the device with kthread workers, no backend yet.  False (the test
+ * skipped) where the kernel has no VHOST_SET_FORK_FROM_OWNER.
+ */
+static bool frontend_start(struct __test_metadata *_metadata,
+			   FIXTURE_DATA(vhost_blk_trust) *self)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct env *e = &self->e;
+	struct vblk_config cfg = {
+		.nvqs = 1,
+		.features = e->features,
+		.serial = TEST_SERIAL,
+		.backend_fd = -1,
+		.kthread_workers = true,
+	};
+	socklen_t len;
+	int lfd, err;
+	char c;
+
+	vblk_close(&e->dev);
+	host_cgroup_enter(_metadata, &self->cg);
+	err = vblk_open(&e->dev, &e->gm, &cfg);
+	if (err == -ENOTTY)
+		return false;
+	ASSERT_EQ(0, err);
+
+	/* An abstract socket: nothing to unlink. */
+	snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1,
+		 "vblk-trust-frontend-%d", getpid());
+	len = offsetof(struct sockaddr_un, sun_path) + 1 +
+	      strlen(addr.sun_path + 1);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT_LE(0, lfd);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&addr, len))
+		TH_LOG("bind: %s", strerror(errno));
+	ASSERT_EQ(0, listen(lfd, 1));
+	self->fe.pid = fork();
+	ASSERT_LE(0, self->fe.pid);
+	if (!self->fe.pid) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, len))
+			_exit(1);
+		/* Until the test closes its end. */
+		while (read(fd, &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	self->fe.conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	close(lfd);
+	ASSERT_LE(0, self->fe.conn) TH_LOG("accept: %s", strerror(errno));
+	host_cgroup_enter_pid(_metadata, &self->fe.cg, self->fe.pid);
+	return true;
+}
+
+static int charge_peer(int fd, int sock)
+{
+	return ioctl(fd, VHOST_BLK_CHARGE_PEER, &sock) ? errno : 0;
+}
+
+/*
+ * A bridge that serves a frontend passes VHOST_BLK_CHARGE_PEER its
+ * connection: the guest's work then runs in the frontend's cgroups, not
+ * in the owner's.  The worker and the sync task are there, and the
+ * guest's reads and writes count in its io.stat and none in the owner's.
+ */
+TEST_F(vhost_blk_trust, guest_work_is_charged_to_the_frontend_cgroup)
+{
+	struct env *e = &self->e;
+	dev_t disk = host_disk_of(_metadata, e->path);
+	struct host_io_stat a0, a1, b0, b1;
+	const size_t len = 64 * KiB;
+	uint8_t *buf = xmalloc(_metadata, len);
+	unsigned int i;
+	struct vq *vq;
+
+	if (!frontend_start(_metadata, self))
+		SKIP(return,
+		     "no VHOST_SET_FORK_FROM_OWNER in this kernel: no kthread workers to charge a frontend");
+	ASSERT_EQ(0, charge_peer(e->dev.fd, self->fe.conn))
+		TH_LOG("VHOST_BLK_CHARGE_PEER: %s", strerror(errno));
+	ASSERT_EQ(0, vblk_attach(&e->dev, e->backend_fd));
+	vq = &e->dev.vq[0];
+	expect_guest_tasks_in(_metadata, e, true, self->fe.pid);
+
+	a0 = host_cgroup_io(_metadata, &self->cg, disk);
+	b0 = host_cgroup_io(_metadata, &self->fe.cg, disk);
+	for (i = 0; i < 16; i++) {
+		pattern_fill(buf, len, new_seed(e), (1024 + i * 128) * SECTOR);
+		write_ok(_metadata, e, vq, 1024 + i * 128, buf, len, NULL);
+		read_ok(_metadata, e, vq, 1024 + i * 128, buf, len, NULL);
+	}
+	a1 = host_cgroup_io(_metadata, &self->cg, disk);
+	b1 = host_cgroup_io(_metadata, &self->fe.cg, disk);
+	EXPECT_LE(16 * len, b1.wbytes - b0.wbytes);
+	EXPECT_LE(16 * len, b1.rbytes - b0.rbytes);
+	EXPECT_EQ(0ULL, a1.wbytes - a0.wbytes)
+		TH_LOG("guest writes charged to the owner");
+	EXPECT_EQ(0ULL, a1.rbytes - a0.rbytes)
+		TH_LOG("guest reads charged to the owner");
+	free(buf);
+}
+
+/*
+ * The memory the guest makes the device allocate goes to the frontend's
+ * memory cgroup too: on tmpfs, pages written by the worker (OUT) and
+ * zeroed by the sync task (WRITE_ZEROES).
+ */
+TEST_F(vhost_blk_trust, guest_memory_is_charged_to_the_frontend_memcg)
+{
+	struct env *e = &self->e;
+	struct virtio_blk_discard_write_zeroes r = range(8192, 16384, 0);
+	unsigned long long a0, a1, b0, b1, stat_lag;
+	const size_t len = 256 * KiB;
+	uint8_t *buf = xmalloc(_metadata, len);
+	unsigned int i;
+	char path[64];
+	int mfd, fd;
+
+	if (!frontend_start(_metadata, self))
+		SKIP(return,
+		     "no VHOST_SET_FORK_FROM_OWNER in this kernel: no kthread workers to charge a frontend");
+	ASSERT_EQ(0, charge_peer(e->dev.fd, self->fe.conn))
+		TH_LOG("VHOST_BLK_CHARGE_PEER: %s", strerror(errno));
+	/* A tmpfs file, as in file_ranges_are_charged_to_the_vmm_memcg. */
+	mfd = memfd_create("vblk-trust-frontend", MFD_CLOEXEC);
+	ASSERT_LE(0, mfd) TH_LOG("memfd_create: %s", strerror(errno));
+	ASSERT_EQ(0, ftruncate(mfd, 16 * MiB));
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
+	fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	close(mfd);
+	if (fd < 0 && errno == EINVAL)
+		SKIP(return, "tmpfs has no O_DIRECT (it has since 6.6)");
+	ASSERT_LE(0, fd) TH_LOG("open %s: %s", path, strerror(errno));
+	ASSERT_EQ(0, vblk_attach(&e->dev, fd));
+	close(fd);
+
+	a0 = host_cgroup_mem(_metadata, &self->cg, "shmem");
+	b0 = host_cgroup_mem(_metadata, &self->fe.cg, "shmem");
+	memset(buf, 0x5a, len);
+	for (i = 0; i < 16; i++)
+		write_ok(_metadata, e, &e->dev.vq[0], i * (len / SECTOR), buf,
+			 len, NULL);
+	expect_result(_metadata,
+		      ranges(_metadata, e, &e->dev.vq[0],
+			     VIRTIO_BLK_T_WRITE_ZEROES, &r, 1, 0),
+		      VIRTIO_BLK_S_OK, 1, "WRITE_ZEROES of 8 MiB on tmpfs");
+	a1 = host_cgroup_mem(_metadata, &self->cg, "shmem");
+	b1 = host_cgroup_mem(_metadata, &self->fe.cg, "shmem");
+	/* memory.stat lags: see file_ranges_are_charged_to_the_vmm_memcg. */
+	stat_lag = 128ULL * sysconf(_SC_PAGESIZE) *
+		   sysconf(_SC_NPROCESSORS_CONF);
+	EXPECT_LE(b0 + 12 * MiB, b1 + stat_lag)
+		TH_LOG("shmem charged to the frontend: %llu -> %llu (lag %llu)",
+		       b0, b1, stat_lag);
+	EXPECT_GE(a0 + stat_lag, a1)
+		TH_LOG("shmem charged to the owner: %llu -> %llu (lag %llu)",
+		       a0, a1, stat_lag);
+	free(buf);
+}
+
+/*
+ * VHOST_BLK_CHARGE_PEER takes a connected socket, kthread workers, an
+ * owner, and comes once, before the first backend.
+ */
+TEST_F(vhost_blk_trust, charge_peer_is_refused_out_of_order)
+{
+	struct env *e = &self->e;
+	int fd, sock, status, pair[2];
+	pid_t pid;
+
+	/* vhost_task workers are threads of the owner. */
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair));
+	fd = vblk_open_fd();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(EINVAL, charge_peer(fd, pair[0]));
+	close(fd);
+
+	if (!frontend_start(_metadata, self)) {
+		close(pair[0]);
+		close(pair[1]);
+		SKIP(return,
+		     "no VHOST_SET_FORK_FROM_OWNER in this kernel: no kthread workers to charge a frontend");
+	}
+	fd = e->dev.fd;
+	EXPECT_EQ(ENOTSOCK, charge_peer(fd, e->backend_fd));
+	EXPECT_EQ(EBADF, charge_peer(fd, -1));
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT_LE(0, sock);
+	EXPECT_EQ(ENOTCONN, charge_peer(fd, sock));
+	close(sock);
+
+	/* Not the owner: a forked child holding the fd. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(charge_peer(fd, self->fe.conn) == EPERM ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("a forked child's CHARGE_PEER was not EPERM");
+
+	/* Once: a socketpair's peer is its creator, the test itself. */
+	EXPECT_EQ(0, charge_peer(fd, pair[0]));
+	EXPECT_EQ(EBUSY, charge_peer(fd, self->fe.conn));
+	close(pair[0]);
+	close(pair[1]);
+	vblk_close(&e->dev);
+
+	/* Before the first backend. */
+	ASSERT_EQ(0, vblk_open(&e->dev, &e->gm, &(struct vblk_config) {
+		.nvqs = 1, .features = e->features, .backend_fd = -1,
+		.kthread_workers = true,
+	}));
+	ASSERT_EQ(0, vblk_attach(&e->dev, e->backend_fd));
+	EXPECT_EQ(EBUSY, charge_peer(e->dev.fd, self->fe.conn));
+	rw_verify(_metadata, e, &e->dev.vq[0], 2048, 16 * KiB, NULL, NULL);
 }
 
 /*
