@@ -144,11 +144,11 @@ struct vhost_blk_config {
  * VHOST_SET_FORK_FROM_OWNER before VHOST_SET_OWNER: a vhost_task worker
  * is a thread of the owner and cannot leave its cgroup (EINVAL).  A
  * worker given to a ring later (VHOST_ATTACH_VRING_WORKER) is moved too.
- * Once per owner, before the
- * first VHOST_BLK_SET_BACKEND (EBUSY otherwise); VHOST_RESET_OWNER ends
- * it.  A listening socket or a socketpair names the process that made
- * it.  ENOTSOCK if @fd is not a socket, ENOTCONN if it is not AF_UNIX or
- * has no peer, ESRCH if the peer has exited.  Owner only.
+ * Once per owner, before the first VHOST_BLK_SET_BACKEND (EBUSY
+ * otherwise); VHOST_RESET_OWNER ends it.  A listening socket or a
+ * socketpair names the process that made it.  ENOTSOCK if @fd is not a
+ * socket, ENOTCONN if it is not AF_UNIX or has no peer, ESRCH if the
+ * peer has exited.  Owner only.
  */
 #define VHOST_BLK_CHARGE_PEER	_IOW(VHOST_VIRTIO, 0x57, __s32)
 

@@ -459,6 +459,7 @@ host_fio_verify() {
 # vhost-blk-bridge-domain.xml, unchanged, and runs its QEMU as user
 # libvirt-qemu, a member of group kvm, as Debian's libvirt does.
 lv_name=vbb-e2e
+lv_bridge_cg=/sys/fs/cgroup/vbb-e2e-bridge
 lv_units=$(cd "$e2e_dir/../systemd" && pwd)
 lv_xml=$repo/Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml
 lv_console=/var/log/libvirt/qemu/$lv_name-console.log
@@ -582,8 +583,11 @@ lv_start_bridge() {
 	priv=(setpriv --reuid="$user" --regid="$group" --groups="${supp// /,}"
 	      --bounding-set=-all --inh-caps=-all --no-new-privs --)
 	echo "  libvirt: bridge ${priv[*]} ${argv[*]}"
-	systemd-socket-activate -l "$lv_sock" "${priv[@]}" "${argv[@]}" \
-		>>"$out/bridge-libvirt.log" 2>&1 &
+	# In a cgroup of its own, as systemd runs the service in its unit's.
+	mkdir -p "$lv_bridge_cg" || return
+	(echo "$BASHPID" >"$lv_bridge_cg/cgroup.procs" &&
+		exec systemd-socket-activate -l "$lv_sock" "${priv[@]}" \
+			"${argv[@]}") >>"$out/bridge-libvirt.log" 2>&1 &
 	bridge_pid=$!
 	for i in $(seq 100); do
 		[ -S "$lv_sock" ] && break
@@ -613,16 +617,49 @@ lv_bridge_cred() {
 		END { printf "uid %s, groups %s caps %s %s %s nnp %s", u, g, e, p, b, n }' "$st"
 }
 
+# lv_charge_sample QEMU_PID: "QEMU_CGROUP BRIDGE_CGROUP N IN_QEMU
+# IN_BRIDGE": the cgroups of QEMU and of the bridge, and how many of the
+# kthreads that work for the guest (the vhost worker vhost-PID and the
+# sync task vhost-blk-PID, PID the bridge's) there are, and are in each.
+lv_charge_sample() {
+	local qcg bcg p comm cg n=0 inq=0 inb=0
+
+	qcg=$(sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null)
+	bcg=$(sed -n 's/^0:://p' "/proc/$bridge_pid/cgroup" 2>/dev/null)
+	[ -n "$qcg" ] && [ -n "$bcg" ] || return 0
+	for p in /proc/[0-9]*; do
+		comm=$(cat "$p/comm" 2>/dev/null) || continue
+		case "$comm" in
+		"vhost-$bridge_pid" | "vhost-blk-$bridge_pid"*) ;;
+		*) continue ;;
+		esac
+		cg=$(sed -n 's/^0:://p' "$p/cgroup" 2>/dev/null)
+		n=$((n + 1))
+		[ "$cg" = "$qcg" ] && inq=$((inq + 1))
+		[ "$cg" = "$bcg" ] && inb=$((inb + 1))
+	done
+	echo "$qcg $bcg $n $inq $inb"
+}
+
 # lv_wait: until the guest is done or its domain has stopped; meanwhile,
-# who its QEMU runs as (lv_qemu_cred).
+# who its QEMU runs as (lv_qemu_cred), and where the kthreads that work
+# for its guest are (lv_charge, the last lv_charge_sample that found
+# both).
 lv_wait() {
-	local i st
+	local i st qpid= sample n
 
 	lv_qemu_cred=
+	lv_charge=
 	for i in $(seq $((boot_timeout * 2))); do
 		[ -n "$lv_qemu_cred" ] ||
 			lv_qemu_cred=$(ps -eo user:32=,group:32=,supgrp:64=,comm= |
 				awk '$4 ~ /^qemu-system/ { print $1, $2, $3; exit }')
+		[ -n "$qpid" ] || qpid=$(pgrep -o '^qemu-system')
+		if [ -n "$qpid" ]; then
+			sample=$(lv_charge_sample "$qpid")
+			read -r _ _ n _ <<<"$sample"
+			[ "${n:-0}" -ge 2 ] && lv_charge=$sample
+		fi
 		grep -q '^VBB-E2E-DONE' "$lv_console" 2>/dev/null && break
 		st=$(virsh_ domstate "$lv_name" 2>/dev/null)
 		[ "$st" = running ] || [ "$st" = paused ] || break
@@ -634,6 +671,23 @@ lv_wait() {
 		sleep 0.5
 	done
 	return 1
+}
+
+# The guest's kthreads ran in QEMU's cgroup, not in the bridge's: the
+# VM's io.max, memory.max and cpu.max bound its disk (--charge, the
+# default auto; VHOST_BLK_CHARGE_PEER).
+lv_charge_check() {
+	local qcg bcg n inq inb
+
+	read -r qcg bcg n inq inb <<<"$lv_charge"
+	if ! grep -q "charged to the frontend's cgroups" "$out/bridge-libvirt.log"; then
+		record libvirt:guest-charged-to-the-vm fail "the bridge did not charge the frontend (see $out/bridge-libvirt.log)"
+	elif [ -z "$lv_charge" ] || [ "$qcg" = "$bcg" ] || [ "$inq" != "$n" ] ||
+	     [ "$inb" != 0 ]; then
+		record libvirt:guest-charged-to-the-vm fail "kthreads of the guest: ${n:-none found}, ${inq:-0} in QEMU's cgroup ${qcg:-?}, ${inb:-0} in the bridge's ${bcg:-?}"
+	else
+		record libvirt:guest-charged-to-the-vm pass "$n kthreads in QEMU's cgroup $qcg, none in the bridge's $bcg"
+	fi
 }
 
 libvirt_boot() {
@@ -678,6 +732,7 @@ libvirt_boot() {
 			record libvirt:domain-ended fail "still $(virsh_ domstate "$lv_name")"
 			virsh_ destroy "$lv_name" >>"$out/libvirt-virsh.log" 2>&1
 		fi
+		lv_charge_check
 		# User libvirt-qemu, and the socket's group among its groups.
 		if [ "${lv_qemu_cred%% *}" = libvirt-qemu ] &&
 		   [[ ",${lv_qemu_cred##* }," = *",$lv_group,"* ]]; then
@@ -721,6 +776,7 @@ libvirt_boot() {
 		record libvirt:bridge-unprivileged fail "${cred:-no bridge process}"
 	fi
 	stop_bridge bridge-libvirt-exit
+	rmdir "$lv_bridge_cg" 2>/dev/null
 	show_stats "$out/bridge-libvirt.log"
 	# What the guest wrote is on the disk.
 	region="--name=libvirt --filename=$disk --direct=1 --ioengine=libaio --bs=4k --iodepth=16 --size=8m --offset=232m --rw=randwrite --verify=crc32c --randrepeat=1"
