@@ -63,6 +63,20 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# owner_kthreads PID: the kthreads that work for PID's vhost devices
+# (vhost-PID, and vhost-blk-PID, the sync task): not threads of PID.
+owner_kthreads() {
+	local p comm
+
+	for p in /proc/[0-9]*; do
+		comm=$(cat "$p/comm" 2>/dev/null) || continue
+		case "$comm" in
+		"vhost-$1" | "vhost-blk-$1"*)
+			[ -d "/proc/$1/task/${p##*/}" ] || echo "${p##*/}" ;;
+		esac
+	done
+}
+
 # owners: every process with /dev/vhost-blk open.
 owners() {
 	local fd
@@ -102,11 +116,17 @@ else
 		kvm=1
 		events+=(-e kvm:kvm_exit -e kvm:kvm_fast_mmio -e kvm:kvm_msi_set_irq)
 	fi
-	# The vCPUs exit in QEMU's threads; the vhost worker (a thread of
-	# the device's owner since 6.4) kicks, completes and signals the
-	# irqfd, whose MSI is injected in its context.
+	# The vCPUs exit in QEMU's threads; the vhost worker kicks,
+	# completes and signals the irqfd, whose MSI is injected in its
+	# context.  The worker is a thread of the device's owner (a
+	# vhost_task, since 6.4), or a kthread named vhost-OWNER (6.1, or
+	# kthread workers: VHOST_SET_FORK_FROM_OWNER, as vhost-blk-bridge
+	# asks for to charge its frontend), which -p OWNER does not cover.
 	pids=$pid
 	[ "$owner" = "$pid" ] || pids="$pid,$owner"
+	for w in $(owner_kthreads "$owner"); do
+		pids+=",$w"
+	done
 	perf record -q -o "$tmp/perf.data" -p "$pids" "${events[@]}" \
 		-- sleep "$secs" >"$tmp/record.log" 2>&1 ||
 		die "perf record -p $pids failed: $(tail -n 1 "$tmp/record.log")"
