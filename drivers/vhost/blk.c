@@ -672,7 +672,7 @@ static void vhost_blk_sync_run(struct vhost_blk_req *req)
 	for (i = 0; i < req->nr_segs && !ret; i++)
 		ret = vhost_blk_sync_range(req, &req->segs[i]);
 	/* Zeroes written through: on stable storage before the answer. */
-	if (!ret && req->durable && req->type == VIRTIO_BLK_T_WRITE_ZEROES)
+	if (!ret && req->durable)
 		ret = req->be->bdev ? blkdev_issue_flush(req->be->bdev) :
 				      vfs_fsync(req->be->file, 1);
 
@@ -1223,8 +1223,7 @@ static int vhost_blk_submit(struct vhost_blk_req *req)
 	case VIRTIO_BLK_T_DISCARD:
 	case VIRTIO_BLK_T_WRITE_ZEROES:
 		/* Durable zeroes on a block device: zeroed, then flushed. */
-		if (be->bdev && !(req->durable &&
-				  req->type == VIRTIO_BLK_T_WRITE_ZEROES))
+		if (be->bdev && !req->durable)
 			vhost_blk_submit_ranges(req);
 		else
 			vhost_blk_submit_sync(req);
