@@ -20,7 +20,9 @@
 #                   backend on the debug kernel (hours)
 #   make fuzz-bridge the bridge's libFuzzer target, 10^7 inputs (about an
 #                   hour; make check runs 10^5)
-#   make coverage   line coverage of the bridge: unit tests and fuzz corpus
+#   make coverage   line coverage of the bridge: unit tests and fuzz corpus;
+#                   and line and branch coverage of blk.c from the last
+#                   make check's debug VM (its module is built for gcov)
 #   make bench      the benchmark matrix in the test VM (bench/results/)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make demo-migrate  live migration between two test VMs sharing an
@@ -96,9 +98,12 @@ DEBUG_MOD := $(BUILD)/module-debug
 module-debug: debug-kernel
 	$(call copy-module-src,$(DEBUG_MOD))
 	@dk=$$(bash scripts/debug-kernel.sh --path) && \
-	$(MAKE) -C $$dk/src O=$$dk/obj M=$(DEBUG_MOD) KSRC=$$dk/src modules
+	$(MAKE) -C $$dk/src O=$$dk/obj M=$(DEBUG_MOD) KSRC=$$dk/src \
+		VHOST_BLK_GCOV=1 modules
 	@test "$$(nm -u $(DEBUG_MOD)/vhost_blk.ko | grep -cw lock_is_held_type)" -gt 0 || \
 		{ echo "$(DEBUG_MOD)/vhost_blk.ko does not call lock_is_held_type: lockdep is off in its build" >&2; exit 1; }
+	@test "$$(nm -u $(DEBUG_MOD)/vhost_blk.ko | grep -cw __gcov_init)" -gt 0 || \
+		{ echo "$(DEBUG_MOD)/vhost_blk.ko has no gcov counters: no CONFIG_GCOV_KERNEL in the debug kernel?" >&2; exit 1; }
 
 # vhost_blk.ko for Debian 12's default kernel, 6.1 LTS (KREL_61 from
 # deps.sh), against its headers and its own vhost.h, from a copy in
@@ -151,8 +156,15 @@ BRIDGE_FUZZ_RUNS ?= 10000000
 fuzz-bridge: $(BUILD)/kernel.env
 	$(MAKE) -C $(BRIDGE_DIR) fuzz FUZZ_RUNS=$(BRIDGE_FUZZ_RUNS)
 
+KCOV_GCDA := $(BUILD)/vm-out/selftests/debug/gcov
 coverage: $(BUILD)/kernel.env
 	$(MAKE) -s -C $(BRIDGE_DIR) coverage
+	@if [ -s $(KCOV_GCDA)/blk.gcda ]; then \
+		bash tools/testing/vhost-blk-ci/kernel_coverage.sh $(KCOV_GCDA) \
+			$(BUILD)/module-debug $(BUILD)/coverage-kernel; \
+	else \
+		echo "blk.c: no gcov counts in $(KCOV_GCDA): make check's debug VM collects them"; \
+	fi
 
 bench: all
 	bash scripts/deps.sh --ceph

@@ -418,6 +418,16 @@ else
 	tap_not_ok "rmmod vhost_blk: $msg"
 	note "rmmod vhost_blk failed: $msg"
 fi
+# The debug kernel's module is built for gcov (make module-debug): its
+# counts, for kernel_coverage.sh.  The kernel keeps an unloaded module's
+# (gcov_persist), so they include the module's exit.
+mkdir -p "$out/gcov"
+find /sys/kernel/debug/gcov -name blk.gcda -exec cp {} "$out/gcov/" \; 2>/dev/null
+if [ -s "$out/gcov/blk.gcda" ]; then
+	note "gcov: blk.gcda copied to $out/gcov"
+else
+	note "gcov: no blk.gcda under /sys/kernel/debug/gcov (CONFIG_GCOV_KERNEL? make module-debug?)"
+fi
 if [ "$kmemleak_ready" = 1 ]; then
 	kmemleak_scan "after unloading vhost_blk" "$out/${prefix}kmemleak.unload.log"
 else

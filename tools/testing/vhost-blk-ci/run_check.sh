@@ -470,6 +470,15 @@ fi
 note "selftests on the debug kernel, $debug_fuzz fuzzer requests per backend (log: $out/debug/console.log)"
 run_debug_vm "$out/debug" "$debug_timeout" --fuzz-requests "$debug_fuzz" \
 	${debug_args[@]+"${debug_args[@]}"}
+# Line and branch coverage of blk.c by the debug VM's tests (its module is
+# built for gcov): one result, with the figures; the uncovered lines in
+# $out/debug/coverage/uncovered.txt.
+if [ -f "$BUILD/module-debug/vhost_blk.ko" ]; then
+	bash "$here/kernel_coverage.sh" --tap "$out/debug/debug.coverage.tap" \
+		"$out/debug/gcov" "$BUILD/module-debug" "$out/debug/coverage" \
+		>"$out/debug/coverage.log" 2>&1
+	note "coverage: $(sed -n 's/^\(not \)\{0,1\}ok 1 - //p' "$out/debug/debug.coverage.tap") (uncovered lines: $out/debug/coverage/uncovered.txt)"
+fi
 
 wait "$bg_pid"
 wait "$series_pid"

@@ -310,6 +310,9 @@ static inline int loop_attach(int file_fd, char *name, size_t len)
 	return err;
 }
 
+/* The kernel's fault-injection attributes (debug kernels). */
+#define VBLK_FAULT_DIR		"/sys/kernel/debug"
+
 /*
  * A cgroup v2 of the test's own under the root, with the io and memory
  * controllers, that the test process moves into as a VMM would be.

@@ -7,6 +7,7 @@
  *
  * The backend is VHOST_BLK_TEST_DEV (see vblk_test.h).
  */
+#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -25,18 +26,236 @@
 FIXTURE(vhost_blk_ctl) {
 	struct env e;
 	struct host_cgroup cg;		/* for a throttled disk */
+	/* Fault injection to turn off again, whatever happened. */
+	char make_it_fail[PATH_MAX];	/* a disk's make-it-fail */
+	bool failslab;			/* failslab was armed */
 };
 
 FIXTURE_SETUP(vhost_blk_ctl)
 {
 	self->cg.dir[0] = 0;
+	self->make_it_fail[0] = 0;
+	self->failslab = false;
 	env_setup(_metadata, &self->e, VBLK_FEATURES_ALL);
 }
 
 FIXTURE_TEARDOWN(vhost_blk_ctl)
 {
+	if (self->make_it_fail[0]) {
+		host_write_file(self->make_it_fail, "0");
+		host_write_file(VBLK_FAULT_DIR "/fail_make_request/probability",
+				"0");
+	}
+	if (self->failslab)
+		host_write_file(VBLK_FAULT_DIR "/failslab/probability", "0");
 	env_teardown(&self->e);
 	host_cgroup_leave(&self->cg);
+}
+
+/*
+ * Set up the fault-injection attribute set @name (failslab,
+ * fail_make_request) to fail every call it is asked about, @times times
+ * (-1: until disarmed), silently, once fault_go() sets its probability.
+ * False if the kernel has none.
+ */
+static bool fault_arm(struct __test_metadata *_metadata, const char *name,
+		      const char *times)
+{
+	static const char *const files[][2] = {
+		{ "probability", "0" }, { "verbose", "0" }, { "interval", "1" },
+		{ "space", "0" },
+	};
+	char dir[128], path[192];
+	unsigned int i;
+	int err;
+
+	snprintf(dir, sizeof(dir), VBLK_FAULT_DIR "/%s", name);
+	if (access(dir, F_OK))
+		return false;
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i][0]);
+		err = host_write_file(path, files[i][1]);
+		EXPECT_EQ(0, err) TH_LOG("%s: %s", path, strerror(-err));
+	}
+	snprintf(path, sizeof(path), "%s/times", dir);
+	err = host_write_file(path, times);
+	EXPECT_EQ(0, err) TH_LOG("%s: %s", path, strerror(-err));
+	return true;
+}
+
+/*
+ * Fire @name: every filter is set by now, or an allocation of anyone's
+ * would take the failures meant for the test's target.
+ */
+static void fault_go(struct __test_metadata *_metadata, const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), VBLK_FAULT_DIR "/%s/probability", name);
+	ASSERT_EQ(0, host_write_file(path, "100")) TH_LOG("%s", path);
+}
+
+/*
+ * Bios that fail on the disk (fail_make_request and the disk's
+ * make-it-fail) answer the guest IOERR, and once the disk is back the
+ * device serves it as before, what was written intact.
+ */
+TEST_F(vhost_blk_ctl, disk_errors_are_ioerr_and_the_device_serves_on)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	const size_t len = 16 * KiB;
+	uint8_t *buf = xmalloc(_metadata, len);
+	uint64_t seed = new_seed(e);
+	struct stat st;
+	dev_t disk;
+
+	ASSERT_EQ(0, fstat(e->backend_fd, &st));
+	if (!S_ISBLK(st.st_mode))
+		SKIP(return,
+		     "%s is a file: its disk's errors reach the file system first",
+		     e->path);
+	pattern_fill(buf, len, seed, 4096 * SECTOR);
+	write_ok(_metadata, e, vq, 4096, buf, len, NULL);
+	if (!fault_arm(_metadata, "fail_make_request", "-1"))
+		SKIP(return,
+		     "no fail_make_request in this kernel (CONFIG_FAIL_MAKE_REQUEST, debugfs)");
+	disk = st.st_rdev;
+	snprintf(self->make_it_fail, sizeof(self->make_it_fail),
+		 "/sys/dev/block/%u:%u/make-it-fail", major(disk), minor(disk));
+	ASSERT_EQ(0, host_write_file(self->make_it_fail, "1"))
+		TH_LOG("%s", self->make_it_fail);
+	fault_go(_metadata, "fail_make_request");
+
+	expect_result(_metadata,
+		      xfer(_metadata, e, vq, VIRTIO_BLK_T_IN, 4096, buf, len,
+			   NULL),
+		      VIRTIO_BLK_S_IOERR, 1, "read of a failing disk");
+	expect_result(_metadata,
+		      xfer(_metadata, e, vq, VIRTIO_BLK_T_OUT, 8192, buf, len,
+			   NULL),
+		      VIRTIO_BLK_S_IOERR, 1, "write to a failing disk");
+
+	ASSERT_EQ(0, host_write_file(self->make_it_fail, "0"));
+	self->make_it_fail[0] = 0;
+	host_write_file(VBLK_FAULT_DIR "/fail_make_request/probability", "0");
+	verify_pattern(_metadata, e, vq, 4096, len, seed);
+	rw_verify(_metadata, e, vq, 8192, len, NULL, NULL);
+	free(buf);
+}
+
+/* The vhost worker of our device: a thread of ours (a vhost_task). */
+static pid_t worker_tid(void)
+{
+	char path[300], comm[32], want[32];
+	struct dirent *d;
+	pid_t tid = 0;
+	DIR *dir;
+	FILE *f;
+
+	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
+	dir = opendir("/proc/self/task");
+	if (!dir)
+		return 0;
+	while (!tid && (d = readdir(dir))) {
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 d->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want))
+			tid = atoi(d->d_name);
+		fclose(f);
+	}
+	closedir(dir);
+	return tid;
+}
+
+/*
+ * A slab allocation that fails in the worker (failslab, for the worker
+ * alone) fails that request alone, IOERR; the next one is served.  The
+ * device is opened afresh, so that no request kept for reuse spares the
+ * first one its allocation.
+ */
+TEST_F(vhost_blk_ctl, a_failed_allocation_in_the_worker_is_ioerr)
+{
+	struct env *e = &self->e;
+	uint8_t buf[4096];
+	char path[96];
+	pid_t tid;
+
+	vblk_close(&e->dev);
+	ASSERT_EQ(0, env_open_dev(e, &e->dev, 1, 0, 0));
+	tid = worker_tid();
+	if (!tid)
+		SKIP(return,
+		     "the worker is not a thread of the VMM here (a 6.1 kthread)");
+	/* Armed once for the worker's next allocation, sleeping or not. */
+	if (!fault_arm(_metadata, "failslab", "1"))
+		SKIP(return,
+		     "no failslab in this kernel (CONFIG_FAILSLAB, debugfs)");
+	self->failslab = true;
+	ASSERT_EQ(0, host_write_file(VBLK_FAULT_DIR "/failslab/ignore-gfp-wait",
+				     "N"));
+	ASSERT_EQ(0, host_write_file(VBLK_FAULT_DIR "/failslab/task-filter",
+				     "Y"));
+	snprintf(path, sizeof(path), "/proc/self/task/%d/make-it-fail", tid);
+	ASSERT_EQ(0, host_write_file(path, "1")) TH_LOG("%s", path);
+	fault_go(_metadata, "failslab");
+
+	memset(buf, 0x5a, sizeof(buf));
+	expect_result(_metadata,
+		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_OUT, 2048,
+			   buf, sizeof(buf), NULL),
+		      VIRTIO_BLK_S_IOERR, 1, "write whose allocation failed");
+	host_write_file(path, "0");
+	rw_verify(_metadata, e, &e->dev.vq[0], 2048, 16 * KiB, NULL, NULL);
+}
+
+/*
+ * A VMM's argument pointers are user memory like any other: one that
+ * points at nothing mapped is EFAULT from every ioctl of the device's
+ * own, and the device serves on.
+ */
+TEST_F(vhost_blk_ctl, ioctl_arguments_that_point_nowhere_are_efault)
+{
+	static const struct {
+		const char *name;
+		unsigned long req;
+	} reqs[] = {
+		{ "VHOST_GET_FEATURES", VHOST_GET_FEATURES },
+		{ "VHOST_SET_FEATURES", VHOST_SET_FEATURES },
+		{ "VHOST_BLK_SET_BACKEND", VHOST_BLK_SET_BACKEND },
+		{ "VHOST_BLK_SET_SERIAL", VHOST_BLK_SET_SERIAL },
+		{ "VHOST_BLK_GET_CONFIG", VHOST_BLK_GET_CONFIG },
+		{ "VHOST_BLK_SET_CONFIG", VHOST_BLK_SET_CONFIG },
+		{ "VHOST_BLK_GET_VRING_STATS", VHOST_BLK_GET_VRING_STATS },
+		{ "VHOST_BLK_SET_VRING_POLL", VHOST_BLK_SET_VRING_POLL },
+		{ "VHOST_BLK_CHARGE_PEER", VHOST_BLK_CHARGE_PEER },
+	};
+	struct env *e = &self->e;
+	void *nowhere;
+	unsigned int i;
+	int fd, err;
+
+	/* An address that was mapped once: nothing is there now. */
+	nowhere = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, nowhere);
+	ASSERT_EQ(0, munmap(nowhere, 4096));
+	for (i = 0; i < ARRAY_SIZE(reqs); i++) {
+		err = ioctl(e->dev.fd, reqs[i].req, nowhere) ? errno : 0;
+		EXPECT_EQ(EFAULT, err) TH_LOG("%s: %s", reqs[i].name,
+					      strerror(err));
+	}
+	/* SET_NUM_QUEUES comes first on a new file, or it is EBUSY. */
+	fd = open(VBLK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	err = ioctl(fd, VHOST_BLK_SET_NUM_QUEUES, nowhere) ? errno : 0;
+	EXPECT_EQ(EFAULT, err) TH_LOG("VHOST_BLK_SET_NUM_QUEUES: %s",
+				      strerror(err));
+	close(fd);
+	rw_verify(_metadata, e, &e->dev.vq[0], 512, 8 * KiB, NULL, NULL);
 }
 
 /* SET_BACKEND that is expected to fail: returns errno (0 if it worked). */
