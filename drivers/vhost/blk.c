@@ -3188,10 +3188,6 @@ static long vhost_blk_do_ioctl(struct vhost_blk *blk, unsigned int ioctl,
 	case VHOST_GET_VRING_WORKER:
 		mutex_lock(&blk->dev.mutex);
 		ret = vhost_worker_ioctl(&blk->dev, ioctl, argp);
-		/* A ring's new worker joins the charged peer's cgroups. */
-		if (!ret && ioctl == VHOST_ATTACH_VRING_WORKER &&
-		    blk->charge_task)
-			ret = vhost_blk_charge_workers(blk, blk->charge_task);
 		mutex_unlock(&blk->dev.mutex);
 		return ret;
 	default:

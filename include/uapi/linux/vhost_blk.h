@@ -142,8 +142,7 @@ struct vhost_blk_config {
  * every cgroup of that process, and what they allocate for the guest is
  * charged to its memory cgroup.  That needs kthread workers, chosen with
  * VHOST_SET_FORK_FROM_OWNER before VHOST_SET_OWNER: a vhost_task worker
- * is a thread of the owner and cannot leave its cgroup (EINVAL).  A
- * worker given to a ring later (VHOST_ATTACH_VRING_WORKER) is moved too.
+ * is a thread of the owner and cannot leave its cgroup (EINVAL).
  * Once per owner, before the first VHOST_BLK_SET_BACKEND (EBUSY
  * otherwise); VHOST_RESET_OWNER ends it.  A listening socket or a
  * socketpair names the process that made it.  ENOTSOCK if @fd is not a

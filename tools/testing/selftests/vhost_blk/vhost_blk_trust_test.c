@@ -1239,6 +1239,44 @@ TEST_F(vhost_blk_trust, charge_peer_is_refused_out_of_order)
 }
 
 /*
+ * VHOST_RESET_OWNER stops the device and ends the charge: the next owner
+ * may charge a frontend again, and is served.
+ */
+TEST_F(vhost_blk_trust, reset_owner_ends_the_charge)
+{
+	uint8_t kthread = VHOST_FORK_OWNER_KTHREAD;
+	struct env *e = &self->e;
+	int fd;
+
+	if (!frontend_start(_metadata, self))
+		SKIP(return,
+		     "no VHOST_SET_FORK_FROM_OWNER in this kernel: no kthread workers to charge a frontend");
+	fd = e->dev.fd;
+	ASSERT_EQ(0, charge_peer(fd, self->fe.conn));
+	ASSERT_EQ(0, vblk_attach(&e->dev, e->backend_fd));
+	rw_verify(_metadata, e, &e->dev.vq[0], 4096, 16 * KiB, NULL, NULL);
+
+	ASSERT_EQ(0, ioctl(fd, VHOST_RESET_OWNER, NULL))
+		TH_LOG("VHOST_RESET_OWNER: %s", strerror(errno));
+	/* The reset forgot the worker kind too: vhost_tasks, refused. */
+	ASSERT_EQ(0, ioctl(fd, VHOST_SET_OWNER, NULL))
+		TH_LOG("VHOST_SET_OWNER after the reset: %s", strerror(errno));
+	EXPECT_EQ(EINVAL, charge_peer(fd, self->fe.conn));
+	ASSERT_EQ(0, ioctl(fd, VHOST_RESET_OWNER, NULL));
+	ASSERT_EQ(0, ioctl(fd, VHOST_SET_FORK_FROM_OWNER, &kthread))
+		TH_LOG("VHOST_SET_FORK_FROM_OWNER: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(fd, VHOST_SET_OWNER, NULL))
+		TH_LOG("VHOST_SET_OWNER after the reset: %s", strerror(errno));
+	EXPECT_EQ(0, charge_peer(fd, self->fe.conn));
+	EXPECT_EQ(EBUSY, charge_peer(fd, self->fe.conn));
+	vblk_close(&e->dev);
+
+	/* A device set up afresh is served, charged or not. */
+	ASSERT_EQ(0, env_open_dev(e, &e->dev, 1, 0, 0));
+	rw_verify(_metadata, e, &e->dev.vq[0], 4096, 16 * KiB, NULL, NULL);
+}
+
+/*
  * Flushes and ranges on a file run synchronously, beside the worker:
  * on behalf of the VMM too.  On tmpfs a WRITE_ZEROES allocates the
  * range's pages, which the memory controller charges to whoever runs it.
