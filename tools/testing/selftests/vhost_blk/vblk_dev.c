@@ -12,13 +12,48 @@
 
 #include "vblk_dev.h"
 
+struct vblk_fault vblk_fault = { .fd = -1 };
+
+/* Arm fail-nth for the ioctl @req; true if it is armed. */
+static bool vblk_fault_arm(unsigned long req)
+{
+	char num[16];
+	int len;
+
+	if (vblk_fault.fd < 0 || !vblk_fault.nth ||
+	    (vblk_fault.req && vblk_fault.req != req))
+		return false;
+	len = snprintf(num, sizeof(num), "%u", vblk_fault.nth);
+	return pwrite(vblk_fault.fd, num, len, 0) == len;
+}
+
+/* What is left of the count after the ioctl; disarm. */
+static void vblk_fault_disarm(void)
+{
+	char num[16] = "";
+	ssize_t n;
+
+	n = pread(vblk_fault.fd, num, sizeof(num) - 1, 0);
+	if (pwrite(vblk_fault.fd, "0", 1, 0) != 1 || n <= 0)
+		return;
+	num[n] = 0;
+	vblk_fault.nth = strtoul(num, NULL, 10);
+	if (!vblk_fault.nth)
+		vblk_fault.fired = true;
+}
+
 int vblk_ioctl(int fd, unsigned long req, void *arg, const char *name)
 {
-	if (ioctl(fd, req, arg) < 0) {
-		int err = errno;
+	bool armed = vblk_fault_arm(req);
+	int ret = ioctl(fd, req, arg);
+	int err = errno;
 
-		guest_log("vhost-blk: ioctl %s: %s (errno %d)", name,
-			  strerror(err), err);
+	if (armed)
+		vblk_fault_disarm();
+	if (ret < 0) {
+		if (!armed || !vblk_fault.fired)
+			guest_log("vhost-blk: ioctl %s: %s (errno %d)", name,
+				  strerror(err), err);
 		return -err;
 	}
 	return 0;

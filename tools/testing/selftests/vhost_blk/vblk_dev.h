@@ -88,6 +88,24 @@ struct vblk_dev {
 	struct vq vq[VBLK_MAX_VQS];
 };
 
+/*
+ * Fault injection in the device's own ioctls, those made through
+ * vblk_ioctl() (all of them, or the ioctl @req alone): with @nth set, the
+ * nth fault-injection site that they reach (a slab allocation, with
+ * failslab's ignore-gfp-wait off) fails, counted across ioctls and only
+ * in them (the kernel's fail-nth of this thread, @fd:
+ * /proc/thread-self/fail-nth).  @fired says it did; that ioctl's failure
+ * is not reported.  @nth is 0 again after it.
+ */
+struct vblk_fault {
+	int fd;
+	unsigned long req;
+	unsigned int nth;
+	bool fired;
+};
+
+extern struct vblk_fault vblk_fault;
+
 /* ioctl() that reports "NAME: strerror" on failure; 0 or -errno. */
 int vblk_ioctl(int fd, unsigned long req, void *arg, const char *name);
 #define VBLK_IOCTL(fd, req, arg)	vblk_ioctl(fd, req, arg, #req)

@@ -9,6 +9,7 @@
 #ifndef VBLK_HOST_H
 #define VBLK_HOST_H
 
+#include <dirent.h>
 #include <glob.h>
 #include <linux/loop.h>
 #include <limits.h>
@@ -153,6 +154,57 @@ struct host_bio {
 struct host_trace {
 	char dir[PATH_MAX];		/* our tracefs instance */
 };
+
+/* The first line of @path, without its newline, in @buf; 0 or -1. */
+static inline int host_read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	if (fgets(buf, len, f)) {
+		buf[strcspn(buf, "\n")] = 0;
+		ret = 0;
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * The tasks of @dir_path (/proc/self/task for our threads, /proc for
+ * kthreads) whose comm is @comm, such as a device's workers (vhost-PID)
+ * and sync task (vhost-blk-PID): @fn(@dir_path, tid, @arg) for each, if
+ * @fn is set.  Returns how many there are, -1 if @dir_path is unreadable.
+ */
+static inline int host_tasks_named(const char *dir_path, const char *comm,
+				   void (*fn)(const char *dir_path, pid_t tid,
+					      void *arg),
+				   void *arg)
+{
+	char path[300], line[32];
+	struct dirent *d;
+	DIR *dir;
+	int n = 0;
+
+	dir = opendir(dir_path);
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/comm", dir_path,
+			 d->d_name);
+		if (host_read_line(path, line, sizeof(line)) ||
+		    strcmp(line, comm))
+			continue;
+		n++;
+		if (fn)
+			fn(dir_path, atoi(d->d_name), arg);
+	}
+	closedir(dir);
+	return n;
+}
 
 /* Write @val to a sysfs, tracefs or cgroup file; 0 or -errno. */
 static inline int host_write_file(const char *path, const char *val)

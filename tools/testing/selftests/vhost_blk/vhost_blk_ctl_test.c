@@ -7,7 +7,6 @@
  *
  * The backend is VHOST_BLK_TEST_DEV (see vblk_test.h).
  */
-#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -144,31 +143,21 @@ TEST_F(vhost_blk_ctl, disk_errors_are_ioerr_and_the_device_serves_on)
 	free(buf);
 }
 
+static void note_tid(const char *dir_path, pid_t tid, void *arg)
+{
+	(void)dir_path;
+	*(pid_t *)arg = tid;
+}
+
 /* The vhost worker of our device: a thread of ours (a vhost_task). */
 static pid_t worker_tid(void)
 {
-	char path[300], comm[32], want[32];
-	struct dirent *d;
+	char comm[32];
 	pid_t tid = 0;
-	DIR *dir;
-	FILE *f;
 
-	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
-	dir = opendir("/proc/self/task");
-	if (!dir)
-		return 0;
-	while (!tid && (d = readdir(dir))) {
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
-			 d->d_name);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want))
-			tid = atoi(d->d_name);
-		fclose(f);
-	}
-	closedir(dir);
-	return tid;
+	snprintf(comm, sizeof(comm), "vhost-%d", getpid());
+	return host_tasks_named("/proc/self/task", comm, note_tid, &tid) == 1 ?
+	       tid : 0;
 }
 
 /*
@@ -210,6 +199,136 @@ TEST_F(vhost_blk_ctl, a_failed_allocation_in_the_worker_is_ioerr)
 		      VIRTIO_BLK_S_IOERR, 1, "write whose allocation failed");
 	host_write_file(path, "0");
 	rw_verify(_metadata, e, &e->dev.vq[0], 2048, 16 * KiB, NULL, NULL);
+}
+
+/* Wait (up to 10 s) until no task named @comm is left; how many are. */
+static int tasks_left(const char *comm)
+{
+	int i, n = 0;
+
+	for (i = 0; i < 10000; i++) {
+		n = host_tasks_named("/proc/self/task", comm, NULL, NULL) +
+		    host_tasks_named("/proc", comm, NULL, NULL);
+		if (!n)
+			break;
+		usleep(1000);
+	}
+	return n;
+}
+
+/*
+ * Each allocation of the device's own set-up fails in turn, the first,
+ * then the second, and so on (the kernel's fail-nth): those of
+ * VHOST_BLK_SET_NUM_QUEUES (the queues), which can then be asked again,
+ * and those of VHOST_BLK_SET_BACKEND (the backend, the sync task), after
+ * which the device closes with no worker and no sync task left behind.
+ * Each fails its ioctl with ENOMEM; kmemleak, on the debug kernel, looks
+ * for leaks; the device set up after the last allocation serves.  With
+ * vhost_task workers, and with kthread workers where the kernel has them.
+ * (VHOST_SET_OWNER's hundreds, in creating the vhost worker, are the vhost
+ * core's.)
+ */
+TEST_F_TIMEOUT(vhost_blk_ctl, each_failed_allocation_of_the_set_up_is_enomem,
+	       120)
+{
+	static const char *const modes[] = { "vhost_task", "kthread" };
+	struct env *e = &self->e;
+	struct vblk_config cfg = {
+		.nvqs = 1,
+		.features = e->features,
+		.serial = TEST_SERIAL,
+		.backend_fd = e->backend_fd,
+	};
+	unsigned int mode, nth, failed = 0, nqueues = 1;
+	char comm[2][32];
+	size_t brk;
+	int fd, err;
+
+	vblk_close(&e->dev);
+	if (!fault_arm(_metadata, "failslab", "-1"))
+		SKIP(return,
+		     "no failslab in this kernel (CONFIG_FAILSLAB, debugfs)");
+	self->failslab = true;
+	/* Sleeping allocations too: the set-up makes no other kind. */
+	ASSERT_EQ(0, host_write_file(VBLK_FAULT_DIR "/failslab/ignore-gfp-wait",
+				     "N"));
+	vblk_fault.fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, vblk_fault.fd) TH_LOG("/proc/thread-self/fail-nth: %s",
+					   strerror(errno));
+
+	/* The queues: asked again on the same file after a failure. */
+	vblk_fault.req = VHOST_BLK_SET_NUM_QUEUES;
+	for (nth = 1; nth < 1000; nth++) {
+		fd = open(VBLK_DEV_PATH, O_RDWR | O_CLOEXEC);
+		ASSERT_LE(0, fd);
+		vblk_fault.nth = nth;
+		vblk_fault.fired = false;
+		err = VBLK_IOCTL(fd, VHOST_BLK_SET_NUM_QUEUES, &nqueues);
+		vblk_fault.nth = 0;
+		if (vblk_fault.fired && err) {
+			failed++;
+			EXPECT_EQ(-ENOMEM, err)
+				TH_LOG("SET_NUM_QUEUES, allocation %u: %s", nth,
+				       strerror(-err));
+			err = VBLK_IOCTL(fd, VHOST_BLK_SET_NUM_QUEUES,
+					 &nqueues);
+		}
+		EXPECT_EQ(0, err) TH_LOG("SET_NUM_QUEUES, allocation %u", nth);
+		EXPECT_EQ(0, VBLK_IOCTL(fd, VHOST_SET_OWNER, NULL));
+		close(fd);
+		if (!vblk_fault.fired)
+			break;
+	}
+	TH_LOG("SET_NUM_QUEUES: %u of %u allocations failed it", failed,
+	       nth - 1);
+	EXPECT_LT(0U, failed);
+
+	/* The backend: a new device for each. */
+	snprintf(comm[0], sizeof(comm[0]), "vhost-%d", getpid());
+	snprintf(comm[1], sizeof(comm[1]), "vhost-blk-%d", getpid());
+	brk = e->gm.brk;
+	vblk_fault.req = VHOST_BLK_SET_BACKEND;
+	for (mode = 0; mode < ARRAY_SIZE(modes); mode++) {
+		cfg.kthread_workers = mode;
+		failed = 0;
+		for (nth = 1; nth < 1000; nth++) {
+			vblk_fault.nth = nth;
+			vblk_fault.fired = false;
+			err = vblk_open(&e->dev, &e->gm, &cfg);
+			vblk_fault.nth = 0;
+			if (!vblk_fault.fired)
+				break;
+			vblk_close(&e->dev);
+			e->gm.brk = brk;
+			/* One the kernel could do without. */
+			if (!err)
+				continue;
+			failed++;
+			EXPECT_EQ(-ENOMEM, err)
+				TH_LOG("%s workers, allocation %u: %s",
+				       modes[mode], nth, strerror(-err));
+			EXPECT_EQ(0, tasks_left(comm[0]))
+				TH_LOG("%s workers, allocation %u: a worker is left",
+				       modes[mode], nth);
+			EXPECT_EQ(0, tasks_left(comm[1]))
+				TH_LOG("%s workers, allocation %u: a sync task is left",
+				       modes[mode], nth);
+		}
+		if (mode && err == -ENOTTY)
+			break;		/* no VHOST_SET_FORK_FROM_OWNER (6.1) */
+		ASSERT_EQ(0, err) TH_LOG("%s workers: the set-up without a fault",
+					 modes[mode]);
+		TH_LOG("SET_BACKEND, %s workers: %u of %u allocations failed it",
+		       modes[mode], failed, nth - 1);
+		EXPECT_LT(0U, failed);
+		rw_verify(_metadata, e, &e->dev.vq[0], 1024, 8 * KiB, NULL,
+			  NULL);
+		vblk_close(&e->dev);
+		e->gm.brk = brk;
+	}
+	vblk_fault.req = 0;
+	close(vblk_fault.fd);
+	vblk_fault.fd = -1;
 }
 
 /*

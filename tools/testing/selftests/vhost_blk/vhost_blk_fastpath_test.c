@@ -6,7 +6,6 @@
  * requests, bytes), never on time.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -102,46 +101,29 @@ static bool backend_is_memory_disk(int fd)
 	return !strncmp(name, "ram", 3) || strstr(name, "nullb");
 }
 
+static void pin_task(const char *dir_path, pid_t tid, void *arg)
+{
+	int cpu = *(int *)arg;
+	cpu_set_t set;
+
+	(void)dir_path;
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(tid, sizeof(set), &set);
+}
+
 /*
  * Tasks named vhost-<pid> in @dir (/proc/self/task or /proc): the device's
  * workers.  Pin them to @cpu when @cpu >= 0.  Returns how many there are.
  */
 static int vhost_workers_in(const char *dir_path, int cpu)
 {
-	char path[300], comm[32], want[32];
-	struct dirent *d;
-	int n = 0;
-	DIR *dir;
+	char comm[32];
 
-	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
-	dir = opendir(dir_path);
-	if (!dir)
-		return -1;
-	while ((d = readdir(dir))) {
-		FILE *f;
-
-		if (d->d_name[0] < '0' || d->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/comm", dir_path,
-			 d->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want)) {
-			n++;
-			if (cpu >= 0) {
-				cpu_set_t set;
-
-				CPU_ZERO(&set);
-				CPU_SET(cpu, &set);
-				sched_setaffinity(atoi(d->d_name),
-						  sizeof(set), &set);
-			}
-		}
-		fclose(f);
-	}
-	closedir(dir);
-	return n;
+	snprintf(comm, sizeof(comm), "vhost-%d", getpid());
+	return host_tasks_named(dir_path, comm, pin_task, &cpu);
 }
 
 /*

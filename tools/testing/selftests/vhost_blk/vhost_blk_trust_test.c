@@ -9,7 +9,6 @@
  * The backend is VHOST_BLK_TEST_DEV (see vblk_test.h).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdalign.h>
@@ -880,19 +879,20 @@ TEST_F(vhost_blk_trust, guest_io_is_charged_to_the_vmm_cgroup)
 }
 
 /* The first line of @path (without its newline) into @buf; 0 or -1. */
-static int read_line(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	int ret = -1;
+struct in_cgroup {
+	const char *cgroup;		/* a line of /proc/PID/cgroup */
+	int inside;
+};
 
-	if (!f)
-		return -1;
-	if (fgets(buf, len, f)) {
-		buf[strcspn(buf, "\n")] = 0;
-		ret = 0;
-	}
-	fclose(f);
-	return ret;
+static void count_in_cgroup(const char *dir_path, pid_t tid, void *arg)
+{
+	struct in_cgroup *in = arg;
+	char path[300], line[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%d/cgroup", dir_path, tid);
+	if (!host_read_line(path, line, sizeof(line)) &&
+	    !strcmp(line, in->cgroup))
+		in->inside++;
 }
 
 /*
@@ -903,25 +903,13 @@ static int read_line(const char *path, char *buf, size_t len)
 static void tasks_in_cgroup(const char *dir_path, const char *comm,
 			    const char *cgroup, int *found, int *inside)
 {
-	char path[300], line[PATH_MAX];
-	struct dirent *d;
-	DIR *dir = opendir(dir_path);
+	struct in_cgroup in = { .cgroup = cgroup };
+	int n = host_tasks_named(dir_path, comm, count_in_cgroup, &in);
 
-	if (!dir)
-		return;
-	while ((d = readdir(dir))) {
-		if (d->d_name[0] < '0' || d->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/comm", dir_path, d->d_name);
-		if (read_line(path, line, sizeof(line)) || strcmp(line, comm))
-			continue;
-		(*found)++;
-		snprintf(path, sizeof(path), "%s/%s/cgroup", dir_path,
-			 d->d_name);
-		if (!read_line(path, line, sizeof(line)) && !strcmp(line, cgroup))
-			(*inside)++;
+	if (n > 0) {
+		*found += n;
+		*inside += in.inside;
 	}
-	closedir(dir);
 }
 
 /*
@@ -937,7 +925,7 @@ static void expect_guest_tasks_in(struct __test_metadata *_metadata,
 	int i, threads, found, inside;
 
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid ?: getpid());
-	ASSERT_EQ(0, read_line(path, ours, sizeof(ours)));
+	ASSERT_EQ(0, host_read_line(path, ours, sizeof(ours)));
 	expect_result(_metadata,
 		      xfer(_metadata, e, &e->dev.vq[0], VIRTIO_BLK_T_FLUSH, 0,
 			   NULL, 0, NULL),
