@@ -352,6 +352,31 @@ static int kdev_charge_peer(struct kdev *k, int peer)
 	return 0;
 }
 
+/*
+ * After VHOST_SET_OWNER, which made the worker of every queue: a worker of
+ * its own for each queue but the first.  0 or -errno.
+ */
+static int kdev_worker_per_queue(struct kdev *k)
+{
+	struct vhost_worker_state worker;
+	struct vhost_vring_worker vw;
+	unsigned int i;
+	int ret;
+
+	for (i = 1; i < k->p->num_queues; i++) {
+		memset(&worker, 0, sizeof(worker));
+		ret = KDEV_IOCTL(k, VHOST_NEW_WORKER, &worker);
+		if (ret)
+			return ret;
+		vw.index = i;
+		vw.worker_id = worker.worker_id;
+		ret = KDEV_IOCTL(k, VHOST_ATTACH_VRING_WORKER, &vw);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 int kdev_open(struct kdev *k, const struct kdev_params *p, int peer)
 {
 	bool charge = peer >= 0 && p->charge != KDEV_CHARGE_BRIDGE;
@@ -403,6 +428,12 @@ int kdev_open(struct kdev *k, const struct kdev_params *p, int peer)
 			goto err;
 	}
 
+	if (p->worker_per_queue) {
+		ret = kdev_worker_per_queue(k);
+		if (ret)
+			goto err;
+	}
+
 	/* The module serves max_queues queues per device: is ours there? */
 	memset(&st, 0, sizeof(st));
 	st.argsz = sizeof(st);
@@ -431,7 +462,10 @@ int kdev_open(struct kdev *k, const struct kdev_params *p, int peer)
 	for (i = 0; i < p->num_queues; i++) {
 		struct vhost_vring_state busy = { .index = i, .num = p->poll_us };
 		struct vhost_blk_vring_poll poll = {
-			.index = i, .flags = VHOST_BLK_POLL_ADAPTIVE,
+			.index = i,
+			.flags = (p->poll_adaptive ? VHOST_BLK_POLL_ADAPTIVE : 0) |
+				 (p->poll_completions ?
+				  VHOST_BLK_POLL_COMPLETIONS : 0),
 		};
 
 		if (p->poll_us) {
@@ -440,7 +474,7 @@ int kdev_open(struct kdev *k, const struct kdev_params *p, int peer)
 			if (ret)
 				goto err;
 		}
-		if (p->poll_adaptive) {
+		if (poll.flags) {
 			ret = KDEV_IOCTL(k, VHOST_BLK_SET_VRING_POLL, &poll);
 			if (ret)
 				goto err;

@@ -82,6 +82,9 @@ struct kdev_params {
 	unsigned int queue_size;
 	unsigned int poll_us;		/* VHOST_SET_VRING_BUSYLOOP_TIMEOUT */
 	bool poll_adaptive;		/* VHOST_BLK_SET_VRING_POLL */
+	bool poll_completions;		/* ... VHOST_BLK_POLL_COMPLETIONS */
+	/* VHOST_NEW_WORKER for each queue after the first (vhost_tasks). */
+	bool worker_per_queue;
 	const char *serial;		/* NULL: the module's default */
 	enum kdev_charge charge;	/* whose cgroups pay for the guest */
 };

@@ -64,6 +64,13 @@ static void usage(FILE *f)
 "      --poll-us N          busy-poll each ring for N us before sleeping\n"
 "                           (VHOST_SET_VRING_BUSYLOOP_TIMEOUT, default 0)\n"
 "      --poll-adaptive      adapt the poll window, --poll-us the ceiling\n"
+"      --poll-completions   poll for the disk's completions while polling\n"
+"                           the ring (VHOST_BLK_POLL_COMPLETIONS; needs\n"
+"                           --poll-us and a disk with poll queues)\n"
+"      --worker-per-queue   a vhost worker for each queue (VHOST_NEW_WORKER),\n"
+"                           not one for all; its workers are threads of\n"
+"                           the bridge, so the guest is charged to the\n"
+"                           bridge (not with --charge frontend)\n"
 "      --device PATH        vhost-blk device (default " DEFAULT_DEVICE ")\n"
 "      --once               exit when the first frontend disconnects\n"
 "      --stats-interval S   print the queue counters every S seconds\n"
@@ -149,6 +156,7 @@ int main(int argc, char **argv)
 {
 	enum {
 		OPT_SERIAL = 256, OPT_POLL_US, OPT_POLL_ADAPTIVE, OPT_DEVICE,
+		OPT_POLL_COMPLETIONS, OPT_WORKER_PER_QUEUE,
 		OPT_ONCE, OPT_STATS_INTERVAL, OPT_MSG_TIMEOUT, OPT_SOCKET_FD,
 		OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_ALLOW_UID, OPT_SHARED,
 		OPT_CHARGE,
@@ -169,6 +177,8 @@ int main(int argc, char **argv)
 		{ "queue-size", required_argument, NULL, OPT_QUEUE_SIZE },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
 		{ "poll-adaptive", no_argument, NULL, OPT_POLL_ADAPTIVE },
+		{ "poll-completions", no_argument, NULL, OPT_POLL_COMPLETIONS },
+		{ "worker-per-queue", no_argument, NULL, OPT_WORKER_PER_QUEUE },
 		{ "device", required_argument, NULL, OPT_DEVICE },
 		{ "once", no_argument, NULL, OPT_ONCE },
 		{ "stats-interval", required_argument, NULL, OPT_STATS_INTERVAL },
@@ -264,6 +274,12 @@ int main(int argc, char **argv)
 		case OPT_POLL_ADAPTIVE:
 			params.kdev.poll_adaptive = true;
 			break;
+		case OPT_POLL_COMPLETIONS:
+			params.kdev.poll_completions = true;
+			break;
+		case OPT_WORKER_PER_QUEUE:
+			params.kdev.worker_per_queue = true;
+			break;
 		case OPT_DEVICE:
 			params.kdev.path = optarg;
 			break;
@@ -302,6 +318,24 @@ int main(int argc, char **argv)
 	if (params.kdev.poll_adaptive && !params.kdev.poll_us) {
 		vbb_err("--poll-adaptive needs --poll-us (the window's ceiling)");
 		return 2;
+	}
+	if (params.kdev.poll_completions && !params.kdev.poll_us) {
+		vbb_err("--poll-completions needs --poll-us (completions are polled while the ring is)");
+		return 2;
+	}
+	/*
+	 * The vhost core gives an owner with kthread workers one worker
+	 * (VHOST_NEW_WORKER is EFAULT), and only kthreads can be charged to
+	 * the frontend.
+	 */
+	if (params.kdev.worker_per_queue) {
+		if (params.kdev.charge == KDEV_CHARGE_FRONTEND) {
+			vbb_err("--worker-per-queue and --charge frontend: a worker per queue is a thread of the bridge, and only kthread workers (one per device) can be charged to the frontend");
+			return 2;
+		}
+		if (params.kdev.charge == KDEV_CHARGE_AUTO)
+			vbb_warn("--worker-per-queue: the workers are threads of the bridge, so the guest's I/O, memory and CPU time are charged to the bridge's cgroups");
+		params.kdev.charge = KDEV_CHARGE_BRIDGE;
 	}
 	params.msg_timeout_ms = timeout_ms;
 	params.max_mem_slots = vhost_max_mem_regions();

@@ -39,6 +39,7 @@ int fake_open(void *priv, const char *path)
 	f->kthreads = false;
 	f->charged = false;
 	f->attached_once = false;
+	f->workers = 0;
 	memset(f->desc, 0, sizeof(f->desc));
 	memset(f->running, 0, sizeof(f->running));
 	return FAKE_FD;
@@ -193,6 +194,18 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 	}
 	case VHOST_BLK_SET_VRING_POLL:
 		return 0;
+	case VHOST_NEW_WORKER:
+		/* The vhost core's rule: kthread owners have one worker. */
+		if (f->kthreads)
+			return -EFAULT;
+		((struct vhost_worker_state *)arg)->worker_id = ++f->workers;
+		return 0;
+	case VHOST_ATTACH_VRING_WORKER: {
+		const struct vhost_vring_worker *w = arg;
+
+		return w->index < f->nvqs && w->worker_id <= f->workers ?
+		       0 : -EINVAL;
+	}
 	case VHOST_SET_MEM_TABLE:
 		/* vhost's max_mem_regions, by default. */
 		if (((const struct vhost_memory *)arg)->nregions >
@@ -268,11 +281,13 @@ int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
 		c->fd_socket = c->fd_valid && fstat(c->a.file.fd, &st) == 0 &&
 			       S_ISSOCK(st.st_mode);
 	} else if (req != VHOST_SET_OWNER && req != VHOST_GET_FEATURES &&
-		   req != VHOST_BLK_GET_CONFIG) {
+		   req != VHOST_BLK_GET_CONFIG && req != VHOST_NEW_WORKER) {
 		/* vhost_vring_state, or a struct starting with an index. */
 		memcpy(&c->a.state, arg, sizeof(c->a.state));
 	}
 	c->ret = fake_do(f, c, req, arg);
+	if (req == VHOST_NEW_WORKER && !c->ret)
+		c->a.state.num = ((struct vhost_worker_state *)arg)->worker_id;
 	return c->ret;
 }
 

@@ -59,6 +59,7 @@ struct fake {
 	bool kthreads;			/* kthread workers were asked for */
 	bool charged;			/* VHOST_BLK_CHARGE_PEER succeeded */
 	bool attached_once;		/* a backend was attached */
+	unsigned int workers;		/* VHOST_NEW_WORKER: the last id */
 	unsigned int nvqs;
 	uint64_t desc[KDEV_MAX_QUEUES];
 	bool running[KDEV_MAX_QUEUES];

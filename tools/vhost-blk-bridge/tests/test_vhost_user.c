@@ -1975,6 +1975,54 @@ static void t_charge_frontend(struct env *e)
 	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "reopen");
 }
 
+/*
+ * --worker-per-queue: a worker of its own for each queue after the
+ * first, attached to it, after SET_OWNER and with vhost_task workers;
+ * --poll-completions sets VHOST_BLK_POLL_COMPLETIONS on every queue.
+ */
+static void t_worker_per_queue(struct env *e)
+{
+	int i, q, n = 0, attached = 0, polls = 0;
+
+	e->p.kdev.worker_per_queue = true;
+	e->p.kdev.poll_us = 20;
+	e->p.kdev.poll_completions = true;
+	CHECK(reopen_charge(e, KDEV_CHARGE_BRIDGE) == 0, "open");
+	CHECK(count_calls(&e->fake, VHOST_SET_FORK_FROM_OWNER) == 0,
+	      "kthread workers asked for");
+	i = find_call(&e->fake, VHOST_SET_OWNER, 0);
+	for (q = i; q >= 0 && q < (int)e->fake.ncalls; q++) {
+		const struct fake_call *c = &e->fake.calls[q];
+
+		if (c->req == VHOST_NEW_WORKER && !c->ret)
+			n++;
+		if (c->req == VHOST_ATTACH_VRING_WORKER && !c->ret &&
+		    c->a.state.index == (unsigned int)(attached + 1) &&
+		    c->a.state.num == (unsigned int)(attached + 1))
+			attached++;
+		if (c->req == VHOST_BLK_SET_VRING_POLL &&
+		    c->a.state.num == VHOST_BLK_POLL_COMPLETIONS)
+			polls++;
+	}
+	CHECK(i >= 0 && find_call(&e->fake, VHOST_NEW_WORKER, 0) > i,
+	      "NEW_WORKER before SET_OWNER");
+	CHECK(n == NQ - 1 && attached == NQ - 1,
+	      "%d workers made, %d attached for %d queues", n, attached, NQ);
+	CHECK(polls == NQ, "%d queues poll for completions", polls);
+
+	/* A kernel that refuses: the frontend is refused, told why. */
+	e->fake.fail_req = VHOST_ATTACH_VRING_WORKER;
+	e->fake.fail_errno = ENOTTY;
+	CHECK(reopen_charge(e, KDEV_CHARGE_BRIDGE) == -ENOTTY, "opened");
+	CHECK(log_has("ioctl VHOST_ATTACH_VRING_WORKER on /dev/vhost-blk") &&
+	      !e->fake.open, "no clear error, or the device stayed open");
+	e->fake.fail_req = 0;
+	e->p.kdev.worker_per_queue = false;
+	e->p.kdev.poll_us = 0;
+	e->p.kdev.poll_completions = false;
+	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "reopen");
+}
+
 static void t_too_many_queues(struct env *e)
 {
 	vu_session_close(&e->s);
@@ -2700,6 +2748,7 @@ static const struct test tests[] = {
 	{ "--read-only offers VIRTIO_BLK_F_RO", t_read_only, true },
 	{ "open: queue count, owner, busy poll, adaptive poll, serial", t_open_params, false },
 	{ "open: the guest is charged to the frontend's cgroups", t_charge_frontend, false },
+	{ "--worker-per-queue and --poll-completions", t_worker_per_queue, false },
 	{ "--num-queues above the module's max_queues", t_too_many_queues, false },
 	{ "/dev/vhost-blk missing", t_open_fails, false },
 	{ "queue counters", t_stats, false },
