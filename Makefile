@@ -24,6 +24,9 @@
 #                   and line and branch coverage of blk.c from the last
 #                   make check's debug VM (its module is built for gcov)
 #   make bench      the benchmark matrix in the test VM (bench/results/)
+#   make bench-guest  a Linux guest's fio through QEMU 10's virtio-blk,
+#                   qemu-storage-daemon 10 and vhost-blk (bench/results-guest/;
+#                   BENCH_GUEST_ARGS=--quick: the short harness run)
 #   make demo       a guest on vhost-blk-bridge: its fio IOPS and latency
 #   make demo-migrate  live migration between two test VMs sharing an
 #                   NVMe/TCP disk (about 15 min)
@@ -58,7 +61,7 @@ KERNEL_SRCS := drivers/vhost/blk.c drivers/vhost/blk_trace.h \
 # The backport layer: out-of-tree builds for kernels before 7.3 only.
 BACKPORT_SRCS := backport/backport.h backport/include/linux/sched/vhost_task.h
 
-.PHONY: all deps module tools check check-long bench demo demo-migrate checkpatch intree clean \
+.PHONY: all deps module tools check check-long bench bench-guest demo demo-migrate checkpatch intree clean \
 	debug-kernel module-debug module-6.1 module-7.3 fuzz-debug patches patches-check fuzz-bridge coverage deb \
 	package-test
 
@@ -170,6 +173,9 @@ bench: all
 	bash scripts/deps.sh --ceph
 	bash scripts/qemu10.sh
 	bash $(BENCH_DIR)/run-bench.sh
+
+bench-guest: all
+	bash $(BENCH_DIR)/guest-bench.sh $(BENCH_GUEST_ARGS)
 
 demo: all
 	bash $(BRIDGE_DIR)/e2e/demo.sh

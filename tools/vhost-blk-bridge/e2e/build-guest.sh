@@ -106,7 +106,8 @@ libs=$(ldd $bins 2>/dev/null | ldd_paths | sort -u)
 [ -n "$libs" ] || die "ldd found no libraries for $bins"
 # shellcheck disable=SC2086
 key=$( { echo "format 2"; sha256sum "$e2e_dir/guest-init.sh" "$e2e_dir/fio.job" \
-	"$e2e_dir/fio-demo.job" "$busybox" $bins /etc/mke2fs.conf $libs; } |
+	"$e2e_dir/fio-demo.job" "$e2e_dir/fio-bench.job" "$busybox" $bins \
+	/etc/mke2fs.conf $libs; } |
 	sha256sum | cut -d' ' -f1)
 
 # Debian's fio links the libraries of its ceph, glusterfs, RDMA, NBD and
@@ -200,7 +201,8 @@ if [ ! -f "$img" ] || [ "$(cat "$img.key" 2>/dev/null)" != "$key" ]; then
 	# Debian's /lib is a symlink to usr/lib.
 	[ -L /lib ] && [ ! -e "$stage/lib" ] && ln -s usr/lib "$stage/lib"
 	cp "$e2e_dir/guest-init.sh" "$stage/init"
-	cp "$e2e_dir/fio.job" "$e2e_dir/fio-demo.job" "$stage/etc/"
+	cp "$e2e_dir/fio.job" "$e2e_dir/fio-demo.job" "$e2e_dir/fio-bench.job" \
+		"$stage/etc/"
 	chmod 755 "$stage/init"
 	size_kb=$(( $(du -sk "$stage" | cut -f1) * 12 / 10 + 16384 ))
 	rm -f "$img.tmp"

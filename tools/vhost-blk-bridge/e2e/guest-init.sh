@@ -5,14 +5,19 @@
 # sh).  Its root is the read-only tools disk; /dev/vda is the disk served by
 # QEMU's vhost-user-blk-pci -> vhost-blk-bridge -> /dev/vhost-blk.
 #
-# Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|libvirt|demo|probe,
+# Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|libvirt|demo|bench|probe,
 # vbb.serial=S, vbb.resize=1 (reconnect: ask the host to grow the disk, see
 # it grow), vbb.hotplug=1 (reconnect: ask for a memory hot-plug while reads
 # run), vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo:
-# seconds per fio job).  Every check prints
+# seconds per fio job; bench: too), vbb.jobs=J1,J2... and vbb.njobs=N
+# (bench: the sections of fio-bench.job to run, and fio jobs per section,
+# one per CPU).  Every check prints
 #   VBB-E2E-RESULT <name> pass|fail [detail]
 # and every phase VBB-E2E-TIME <name> <seconds>; the demo prints fio's terse
-# lines as VBB-E2E-FIO <line>.  The last line is VBB-E2E-DONE.  Then the
+# lines as VBB-E2E-FIO <line>; the bench, around each job,
+# VBB-BENCH-READY <job> and VBB-BENCH-END <job> <fio status> (each waits
+# for the host's VBB-E2E-GO on the console), then fio's JSON, every line
+# as VBB-BENCH-JSON <job> <line>.  The last line is VBB-E2E-DONE.  Then the
 # guest powers off (reboot with QEMU -no-reboot).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -74,7 +79,9 @@ fio_check() {	# fio_check WHAT [fio options]: fio_run, a result per job
 	fio_summary
 }
 
-check serial test "$(cat /sys/block/vda/serial 2>&1)" = "$serial"
+# (The bench's peers do not all pass a serial on.)
+[ "$mode" = bench ] ||
+	check serial test "$(cat /sys/block/vda/serial 2>&1)" = "$serial"
 
 case "$mode" in
 probe)
@@ -269,6 +276,30 @@ demo)
 	fi
 	grep '^3;' /tmp/out | sed 's/^/VBB-E2E-FIO /'
 	phase_end fio
+	;;
+bench)
+	# make bench-guest: the host measures each job from READY to END.
+	njobs=$(arg vbb.njobs)
+	export VBB_NJOBS=${njobs:-1}
+	export VBB_CPUS=0-$((VBB_NJOBS - 1))
+	for job in $(arg vbb.jobs | tr ',' ' '); do
+		echo "VBB-BENCH-READY $job"
+		ack=
+		read -r -t 600 ack </dev/console
+		fio --output-format=json --section="$job" /etc/fio-bench.job \
+			>/tmp/bench.json 2>/tmp/bench.err
+		rc=$?
+		echo "VBB-BENCH-END $job $rc"
+		ack=
+		read -r -t 600 ack </dev/console
+		[ "$rc" = 0 ] || sed 's/^/  | /' /tmp/bench.err | tail -n 10
+		sed "s/^/VBB-BENCH-JSON $job /" /tmp/bench.json
+		if [ "$rc" = 0 ]; then
+			result "fio-$job" pass
+		else
+			result "fio-$job" fail "fio exit status $rc"
+		fi
+	done
 	;;
 *)
 	result mode fail "unknown vbb.mode '$mode'"
