@@ -68,7 +68,8 @@ Options:
   --backends LIST      the backends the selftest programs run on, of brd,
                        nullb, ext4 and nvmetcp (nvmetcp on the stock
                        kernel only), separated by spaces or commas; an
-                       empty list runs none (default: all of the pass's)
+                       empty list runs none (default: all of the pass's);
+                       NAME:PROG+PROG runs only those programs on NAME
   --hostile-backends LIST
                        the backends of the hostile-guest suite (default:
                        the same as --backends)
@@ -159,6 +160,17 @@ pick_backends() {
 	echo "${picked# }"
 }
 [ "$hostile_list" != - ] || hostile_list=$sel_list
+# NAME:PROG+PROG in the selftests' list: only those programs on NAME.
+declare -A only_progs
+sel_names=
+for n in ${sel_list//,/ }; do
+	if [[ $n == *:* ]]; then
+		only_progs[${n%%:*}]=${n#*:}
+		n=${n%%:*}
+	fi
+	sel_names+=" $n"
+done
+[ "$sel_list" = - ] || sel_list=${sel_names# }
 check_backends "$sel_list"
 check_backends "$hostile_list"
 read -r -a sel_backends <<<"$(pick_backends "$sel_list")"
@@ -242,6 +254,10 @@ run_backend() {
 	local name=$1 dev=$2 prog tap totals
 
 	for prog in "${programs[@]}"; do
+		if [ -n "${only_progs[$name]:-}" ] &&
+		   [[ "+${only_progs[$name]}+" != *"+$prog+"* ]]; then
+			continue
+		fi
 		tap=$out/$prefix$name.$prog.tap
 		VHOST_BLK_TEST_DEV=$dev "$bindir/$prog" >"$tap" 2>&1
 		totals=$(sed -n 's/^# Totals: //p' "$tap")

@@ -164,8 +164,9 @@ if [ "$long" = 1 ]; then
 else
 	stock_args=(--hostile-backends brd,nullb,ext4)
 	k61_args=(--backends nullb,ext4)
-	debug_args=(--backends nullb --hostile-backends nullb,ext4
-		--stress-requests 2000)
+	# The trust suite on ext4 too: a file's durable writes and syncs.
+	debug_args=(--backends nullb,ext4:vhost_blk_trust_test
+		--hostile-backends nullb,ext4 --stress-requests 2000)
 	e2e_args=(--no-migrate)
 fi
 

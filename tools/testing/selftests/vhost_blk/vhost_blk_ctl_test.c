@@ -721,6 +721,38 @@ TEST_F(vhost_blk_ctl, set_backend_bad_fd_is_ebadf)
 	rw_verify(_metadata, e, &e->dev.vq[0], 30, 4096, NULL, NULL);
 }
 
+/*
+ * A file whose file system has no direct I/O (ramfs) cannot be served
+ * without the page cache between the guest and the file: EOPNOTSUPP,
+ * and the device serves on with the backend it had.
+ */
+TEST_F(vhost_blk_ctl, set_backend_file_without_direct_io_is_eopnotsupp)
+{
+	struct env *e = &self->e;
+	char dir[] = "/tmp/vblk-ramfs.XXXXXX", path[64];
+	int fd, err;
+
+	ASSERT_NE(NULL, mkdtemp(dir));
+	/* (<sys/mount.h> and <linux/fs.h> do not go together.) */
+	if (syscall(SYS_mount, "ramfs", dir, "ramfs", 0UL, NULL)) {
+		err = errno;
+		rmdir(dir);
+		SKIP(return, "cannot mount ramfs on %s: %s", dir,
+		     strerror(err));
+	}
+	snprintf(path, sizeof(path), "%s/disk.img", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	EXPECT_LE(0, fd) TH_LOG("%s: %s", path, strerror(errno));
+	if (fd >= 0) {
+		EXPECT_EQ(0, ftruncate(fd, 1 << 20));
+		EXPECT_EQ(EOPNOTSUPP, set_backend_errno(e->dev.fd, fd));
+		close(fd);
+	}
+	syscall(SYS_umount2, dir, 2 /* MNT_DETACH */);
+	rmdir(dir);
+	rw_verify(_metadata, e, &e->dev.vq[0], 40, 4096, NULL, NULL);
+}
+
 TEST_F(vhost_blk_ctl, detach_without_backend_is_ok)
 {
 	int fd;

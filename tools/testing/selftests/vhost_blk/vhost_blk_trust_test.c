@@ -1265,6 +1265,46 @@ TEST_F(vhost_blk_trust, reset_owner_ends_the_charge)
 }
 
 /*
+ * A VMM that points a ring at addresses no process can map (above the
+ * user half of the address space) before the backend is attached gets
+ * that ring left stopped at VHOST_BLK_SET_BACKEND, and the others
+ * started: the module never reads that ring.  Pointed back into its
+ * memory and attached again, the ring serves.
+ */
+TEST_F(vhost_blk_trust, a_ring_at_an_address_no_process_maps_is_not_started)
+{
+	struct env *e = &self->e;
+	struct vblk_config cfg = {
+		.nvqs = 2,
+		.features = e->features,
+		.backend_fd = -1,
+	};
+	struct vhost_vring_addr addr = {
+		.index = 0,
+		.desc_user_addr = 0xffff880000000000ULL,
+		.avail_user_addr = 0xffff880000001000ULL,
+		.used_user_addr = 0xffff880000002000ULL,
+	};
+	struct vhost_blk_vring_stats st;
+
+	vblk_close(&e->dev);
+	ASSERT_EQ(0, vblk_open(&e->dev, &e->gm, &cfg));
+	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_SET_VRING_ADDR, &addr))
+		TH_LOG("VHOST_SET_VRING_ADDR before a backend: %s",
+		       strerror(errno));
+	ASSERT_EQ(0, vblk_attach(&e->dev, e->backend_fd));
+	rw_verify(_metadata, e, &e->dev.vq[1], 2048, 8 * KiB, NULL, NULL);
+	/* Queue 0 took nothing: its kick finds no worker behind it. */
+	ASSERT_EQ(0, vblk_get_stats(e->dev.fd, 0, 0, &st));
+	EXPECT_EQ(0U, st.reqs_in + st.reqs_out);
+
+	/* Its own rings, and the backend again: now it is served. */
+	ASSERT_EQ(0, vblk_set_vring_addr(e->dev.fd, &e->dev.vq[0], false));
+	ASSERT_EQ(0, vblk_attach(&e->dev, e->backend_fd));
+	rw_verify(_metadata, e, &e->dev.vq[0], 4096, 8 * KiB, NULL, NULL);
+}
+
+/*
  * Flushes and ranges on a file run synchronously, beside the worker:
  * on behalf of the VMM too.  On tmpfs a WRITE_ZEROES allocates the
  * range's pages, which the memory controller charges to whoever runs it.
