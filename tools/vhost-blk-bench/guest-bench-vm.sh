@@ -190,41 +190,45 @@ measure() {
 		>>"$work/measure-$job"
 }
 
-# row PEER NQ JOB LOG: the JSON row of a measured job.
+# row PEER NQ JOB LOG: the JSON row of a measured job.  fio's terse
+# version 3 line, fields from 1: 6-9 read kB, bandwidth, IOPS, runtime;
+# 18-20 its latency percentiles (50, 99, 99.9: "P%=usec"); 40 its mean
+# latency (usec); 47-50, 59-61 and 81 the same for writes.
 row() {
-	local peer=$1 nq=$2 job=$3 log=$4 m=$work/measure-$3 fio=$work/fio-$3.json
+	local peer=$1 nq=$2 job=$3 log=$4 m=$work/measure-$3 terse
 
-	tr -d '\r' <"$log" | awk -v j="$job" '$1 == "VBB-BENCH-JSON" && $2 == j {
-		sub(/^VBB-BENCH-JSON [^ ]* /, ""); print }' >"$fio"
-	[ -s "$m" ] || return 1
+	terse=$(tr -d '\r' <"$log" | awk -v j="$job" '$1 == "VBB-BENCH-TERSE" && $2 == j {
+		sub(/^VBB-BENCH-TERSE [^ ]* /, ""); print; exit }')
+	[ -s "$m" ] && [ -n "$terse" ] || return 1
 	read -r _ _ _ rc ticks secs <"$m"
 	jq -c -n --arg peer "$peer" --argjson nq "$nq" --arg job "$job" \
 		--argjson rc "${rc:-1}" --argjson ticks "$ticks" --argjson hz "$hz" \
-		--argjson secs "$secs" --arg accel "$accel" \
+		--argjson secs "$secs" --arg accel "$accel" --arg terse "$terse" \
 		--argjson perf "$(awk 'NR > 1 && $2 ~ /^[0-9]+$/ { printf "%s\"%s\":%s", n++ ? "," : "{", $1, $2 }
-			END { print n ? "}" : "{}" }' "$m")" \
-		--slurpfile fio "$fio" '
-		($fio[0].jobs[0] // {}) as $j
-		| ($j.read.total_ios + $j.write.total_ios) as $ios
-		| (if $job | test("^randread") then $j.read else $j.write end) as $d
-		| def pct(p): ($d.lat_ns.percentile[p] // null) | if . then . / 1000 else null end;
-		def per(x): if x != null and $ios > 0 then x / $ios else null end;
+			END { print n ? "}" : "{}" }' "$m")" '
+		($terse | split(";")) as $f
+		| (if $job | test("^randread") then 0 else 41 end) as $o
+		| def num(i): $f[i - 1] | tonumber;
+		def pct(i): $f[i - 1] | sub(".*="; "") | tonumber;
+		((num(6) + num(47)) / 4) as $ios
+		| def per(x): if x != null and $ios > 0 then x / $ios else null end;
 		{peer: $peer, queues: $nq, job: $job,
 		 rw: ($job | sub("-qd.*"; "")), qd: ($job | sub(".*-qd"; "") | tonumber),
-		 accel: $accel, fio_status: $rc, seconds: $secs,
-		 ios: $ios, iops: ($j.read.iops + $j.write.iops),
-		 lat_us: {p50: pct("50.000000"), p99: pct("99.000000"),
-			  p99_9: pct("99.900000"), mean: (($d.lat_ns.mean // 0) / 1000)},
+		 accel: $accel, fio_status: $rc, fio_error: num(5), seconds: $secs,
+		 ios: $ios, iops: (num(8) + num(49)),
+		 lat_us: {p50: pct(18 + $o), p99: pct(19 + $o), p99_9: pct(20 + $o),
+			  mean: num(40 + $o)},
 		 cpu_s: ($ticks / $hz), cpu_us_per_io: per($ticks / $hz * 1e6),
 		 syscalls_per_io: per($perf["raw_syscalls_sys_enter"]),
 		 cs_per_io: per($perf["context-switches"]),
 		 exits_per_io: per($perf["kvm_kvm_exit"]),
-		 irqs_per_io: per($perf["kvm_kvm_msi_set_irq"])}' 2>"$work/jq.err" || { cat "$work/jq.err" >&2; return 1; }
+		 irqs_per_io: per($perf["kvm_kvm_msi_set_irq"])}' 2>"$work/jq.err" ||
+		{ cat "$work/jq.err" >&2; return 1; }
 }
 
 # boot PEER NQ: one guest, all of the jobs.
 boot() {
-	local peer=$1 nq=$2 log=$out/guest-$1-$2.log qpid job t0 ok=1
+	local peer=$1 nq=$2 log=$out/guest-$1-$2.log tpid qpid job t0 ok=1
 
 	t0=$(now)
 	if ! start_backend "$peer" "$nq"; then
@@ -245,14 +249,21 @@ boot() {
 		-drive "file=$tools,if=none,id=tools,format=raw,readonly=on" \
 		-device virtio-blk-pci,drive=tools,addr=0x5 \
 		<"$console_in" >"$log" 2>&1 &
-	qpid=$!
+	tpid=$!
+	# QEMU is timeout's child: its threads are the ones to count.
+	qpid=
+	for _ in $(seq 100); do
+		qpid=$(pgrep -P "$tpid" | head -n 1)
+		[ -z "$qpid" ] || break
+		sleep 0.1
+	done
 	for job in ${jobs//,/ }; do
-		if ! measure "$peer" "$nq" "$job" "$qpid" "$log"; then
+		if [ -z "$qpid" ] || ! measure "$peer" "$nq" "$job" "$qpid" "$log"; then
 			ok=0
 			break
 		fi
 	done
-	wait "$qpid"
+	wait "$tpid"
 	if [ -n "$backend_pid" ]; then
 		kill -TERM "$backend_pid" 2>/dev/null
 		wait "$backend_pid" 2>/dev/null

@@ -101,8 +101,8 @@ q10=$BUILD/qemu-10/usr/bin
 nq=$(wc -w <<<"${queues//,/ }")
 np=$(wc -w <<<"$peers")
 # A boot and 4 jobs of fio per peer and queue count, nested under TCG:
-# about 60 s plus the jobs.
-[ -n "$timeout_s" ] || timeout_s=$(( 300 + nq * np * (90 + 4 * (runtime + 15)) ))
+# up to 3 min for the boot, and 45 s more than its runtime for each job.
+[ -n "$timeout_s" ] || timeout_s=$(( 300 + nq * np * (180 + 4 * (runtime + 45)) ))
 msg "$np peers x $nq queue counts, ${runtime} s per job: the test VM may take up to $timeout_s s"
 set +e
 bash "$repo/tools/testing/vhost-blk-ci/vm/run-vm.sh" "${vm_args[@]}" \

@@ -16,8 +16,8 @@
 # and every phase VBB-E2E-TIME <name> <seconds>; the demo prints fio's terse
 # lines as VBB-E2E-FIO <line>; the bench, around each job,
 # VBB-BENCH-READY <job> and VBB-BENCH-END <job> <fio status> (each waits
-# for the host's VBB-E2E-GO on the console), then fio's JSON, every line
-# as VBB-BENCH-JSON <job> <line>.  The last line is VBB-E2E-DONE.  Then the
+# for the host's VBB-E2E-GO on the console), then fio's terse line as
+# VBB-BENCH-TERSE <job> <line>.  The last line is VBB-E2E-DONE.  Then the
 # guest powers off (reboot with QEMU -no-reboot).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -286,14 +286,14 @@ bench)
 		echo "VBB-BENCH-READY $job"
 		ack=
 		read -r -t 600 ack </dev/console
-		fio --output-format=json --section="$job" /etc/fio-bench.job \
-			>/tmp/bench.json 2>/tmp/bench.err
+		fio --output-format=terse --terse-version=3 --section="$job" \
+			/etc/fio-bench.job >/tmp/bench.out 2>/tmp/bench.err
 		rc=$?
 		echo "VBB-BENCH-END $job $rc"
 		ack=
 		read -r -t 600 ack </dev/console
 		[ "$rc" = 0 ] || sed 's/^/  | /' /tmp/bench.err | tail -n 10
-		sed "s/^/VBB-BENCH-JSON $job /" /tmp/bench.json
+		grep '^3;' /tmp/bench.out | sed "s/^/VBB-BENCH-TERSE $job /"
 		if [ "$rc" = 0 ]; then
 			result "fio-$job" pass
 		else
