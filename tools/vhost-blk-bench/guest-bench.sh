@@ -48,7 +48,11 @@ Options:
   --out DIR          results (default bench/results-guest/DATE)
   --timeout S        for the whole VM run (default: from the matrix)
   --vm-smp N         the test VM's CPUs (default 2)
-  --tcg-threads MODE the test VM's TCG threads (see run-vm.sh --help)
+  --tap FILE         also write the results as TAP to FILE (a result per
+                     peer, queue count and job, and one for the run)
+  --tcg-threads MODE the test VM's TCG threads (default single: perf's
+                     text patching races another TCG thread; see
+                     run-vm.sh --help)
   -h, --help         this text
 
 On a host with KVM the test VM uses it, and the guest needs nested KVM
@@ -57,7 +61,12 @@ the guest is emulated, and result.json says so ("accel": "tcg").
 EOF
 }
 
-quick=0 queues=1,2,4 peers=$all_peers runtime=20 out= timeout_s= vm_args=()
+# The test VM's vCPUs take turns on one host thread under TCG: perf
+# switches tracepoints and events on and off for each job, patching the
+# kernel's text, which another TCG thread could run half-patched (an int3
+# oops in syscall_trace_enter, seen here).  --tcg-threads multi to risk it.
+quick=0 queues=1,2,4 peers=$all_peers runtime=20 out= timeout_s= tap=
+vm_args=(--tcg-threads single)
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1; shift ;;
@@ -68,12 +77,36 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout_s=$2; shift 2 ;;
 	--tcg-threads) vm_args+=(--tcg-threads "$2"); shift 2 ;;
 	--vm-smp) vm_args+=(--smp "$2"); shift 2 ;;
+	--tap) tap=$(realpath -m "$2"); shift 2 ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "$me: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
 msg() { printf '%s: %s\n' "$me" "$*" >&2; }
 die() { msg "error: $*"; exit 1; }
+
+# The TAP file, written on any exit: what ran, and whether the run did.
+# shellcheck source=tools/testing/vhost-blk-ci/tap.sh
+. "$repo/tools/testing/vhost-blk-ci/tap.sh"
+vm_rc=
+write_tap() {
+	[ -n "$tap" ] || return 0
+	{
+		tap_start
+		tap_diag "make bench-guest${out:+, results in $out}"
+		[ -z "$out" ] || tap_results "$out/results"
+		if [ -z "$vm_rc" ]; then
+			tap_not_ok "guest-bench - the build or the set-up failed"
+		elif [ "$vm_rc" != 0 ] || ! grep -qx complete "$out/results" 2>/dev/null; then
+			tap_not_ok "guest-bench - the test VM's status $vm_rc, see $out/vm.log"
+		else
+			tap_ok "guest-bench - $(wc -l <"$out/rows.jsonl") rows in $out/result.json"
+		fi
+		tap_end || true
+	} >"$tap.tmp"
+	mv "$tap.tmp" "$tap"
+}
+trap write_tap EXIT
 [ "$quick" = 0 ] || { queues=1; runtime=2; }
 for q in ${queues//,/ }; do
 	case "$q" in 1|2|3|4) ;; *) die "--queues: 1 to 4 (the guest's CPUs), not '$q'" ;; esac
@@ -161,7 +194,9 @@ if command -v gnuplot >/dev/null && [ -s "$out/rows.jsonl" ]; then
 	gnuplot <<-GNUPLOT >"$out/plot.log" 2>&1 || msg "gnuplot failed (see $out/plot.log)"
 		set terminal pngcairo size 1400,700 noenhanced
 		set output "$out/guest-bench.png"
-		set title "$(jq -r '.context.note' "$out/result.json" | cut -c1-100)"
+		set title "$(jq -r 'if .context.emulated then "make bench-guest: EMULATED (the guest under TCG in the TCG test VM), a test of the harness, not a performance result" else "make bench-guest: guest fio on KVM, QEMU \(.context.qemu)" end' "$out/result.json")"
+		set bmargin 14
+		set rmargin 12
 		set style data histogram
 		set style histogram cluster gap 1
 		set style fill solid 0.8

@@ -425,6 +425,14 @@ background() {
 		${e2e_args[@]+"${e2e_args[@]}"} >"$out/e2e.log" 2>&1
 	[ -s "$out/e2e.tap" ] ||
 		tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
+	# With --long, the real-guest benchmark's harness run (make
+	# bench-guest --quick, every peer; about 25 min under TCG).
+	[ "$long" = 1 ] || return 0
+	bash "$repo/tools/vhost-blk-bench/guest-bench.sh" --quick \
+		--out "$out/guest-bench" --tap "$out/guest-bench.tap" \
+		>"$out/guest-bench.log" 2>&1
+	[ -s "$out/guest-bench.tap" ] ||
+		tap_file "$out/guest-bench.tap" not_ok guest-bench-ran
 }
 if [ "${#debs[@]}" -ge 2 ]; then
 	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then the bridge end-to-end test (log: $out/e2e.log)"

@@ -282,6 +282,10 @@ bench)
 	njobs=$(arg vbb.njobs)
 	export VBB_NJOBS=${njobs:-1}
 	export VBB_CPUS=0-$((VBB_NJOBS - 1))
+	# Untimed: fio's first start (its pages, the disk's first reads)
+	# would otherwise land in the first job's figures.
+	VBB_RUNTIME=1 fio --output-format=terse --section=randread-qd1 \
+		/etc/fio-bench.job >/dev/null 2>&1
 	for job in $(arg vbb.jobs | tr ',' ' '); do
 		echo "VBB-BENCH-READY $job"
 		ack=
