@@ -244,19 +244,28 @@ static inline const char *scratch_dir(struct env *e, char *buf, size_t len)
 }
 
 /* Open a device on @e's guest memory, serial and backend. */
-static inline int env_open_dev(struct env *e, struct vblk_dev *dev,
-			       unsigned int nvqs, unsigned int max_indirect,
-			       uint16_t base)
+/* The test's device set-up, for @nvqs queues: tests change what they need. */
+static inline struct vblk_config env_config(const struct env *e,
+					    unsigned int nvqs)
 {
 	struct vblk_config cfg = {
 		.nvqs = nvqs,
-		.max_indirect = max_indirect,
 		.features = e->features,
-		.base = base,
 		.serial = TEST_SERIAL,
 		.backend_fd = e->backend_fd,
 	};
 
+	return cfg;
+}
+
+static inline int env_open_dev(struct env *e, struct vblk_dev *dev,
+			       unsigned int nvqs, unsigned int max_indirect,
+			       uint16_t base)
+{
+	struct vblk_config cfg = env_config(e, nvqs);
+
+	cfg.max_indirect = max_indirect;
+	cfg.base = base;
 	return vblk_open(dev, &e->gm, &cfg);
 }
 

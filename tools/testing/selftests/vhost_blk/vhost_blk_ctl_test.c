@@ -233,12 +233,7 @@ TEST_F_TIMEOUT(vhost_blk_ctl, each_failed_allocation_of_the_set_up_is_enomem,
 {
 	static const char *const modes[] = { "vhost_task", "kthread" };
 	struct env *e = &self->e;
-	struct vblk_config cfg = {
-		.nvqs = 1,
-		.features = e->features,
-		.serial = TEST_SERIAL,
-		.backend_fd = e->backend_fd,
-	};
+	struct vblk_config cfg = env_config(e, 1);
 	unsigned int mode, nth, failed = 0, nqueues = 1;
 	char comm[2][32];
 	size_t brk;

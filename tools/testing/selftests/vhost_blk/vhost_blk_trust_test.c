@@ -973,16 +973,11 @@ TEST_F(vhost_blk_trust, worker_and_sync_task_are_in_the_vmm_cgroup)
 TEST_F(vhost_blk_trust, kthread_workers_and_sync_task_are_in_the_vmm_cgroup)
 {
 	struct env *e = &self->e;
-	struct vblk_config cfg = {
-		.nvqs = 1,
-		.features = e->features,
-		.serial = TEST_SERIAL,
-		.backend_fd = e->backend_fd,
-		.kthread_workers = true,
-	};
+	struct vblk_config cfg = env_config(e, 1);
 	uint8_t mode = 0xff;
 	int err;
 
+	cfg.kthread_workers = true;
 	vblk_close(&e->dev);
 	host_cgroup_enter(_metadata, &self->cg);
 	err = vblk_open(&e->dev, &e->gm, &cfg);
@@ -1016,17 +1011,13 @@ static bool frontend_start(struct __test_metadata *_metadata,
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	struct env *e = &self->e;
-	struct vblk_config cfg = {
-		.nvqs = 1,
-		.features = e->features,
-		.serial = TEST_SERIAL,
-		.backend_fd = -1,
-		.kthread_workers = true,
-	};
+	struct vblk_config cfg = env_config(e, 1);
 	socklen_t len;
 	int lfd, err;
 	char c;
 
+	cfg.backend_fd = -1;
+	cfg.kthread_workers = true;
 	vblk_close(&e->dev);
 	host_cgroup_enter(_metadata, &self->cg);
 	err = vblk_open(&e->dev, &e->gm, &cfg);
@@ -1274,11 +1265,7 @@ TEST_F(vhost_blk_trust, reset_owner_ends_the_charge)
 TEST_F(vhost_blk_trust, a_ring_at_an_address_no_process_maps_is_not_started)
 {
 	struct env *e = &self->e;
-	struct vblk_config cfg = {
-		.nvqs = 2,
-		.features = e->features,
-		.backend_fd = -1,
-	};
+	struct vblk_config cfg = env_config(e, 2);
 	struct vhost_vring_addr addr = {
 		.index = 0,
 		.desc_user_addr = 0xffff880000000000ULL,
@@ -1287,6 +1274,7 @@ TEST_F(vhost_blk_trust, a_ring_at_an_address_no_process_maps_is_not_started)
 	};
 	struct vhost_blk_vring_stats st;
 
+	cfg.backend_fd = -1;
 	vblk_close(&e->dev);
 	ASSERT_EQ(0, vblk_open(&e->dev, &e->gm, &cfg));
 	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_SET_VRING_ADDR, &addr))
