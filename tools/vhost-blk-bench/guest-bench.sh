@@ -45,7 +45,9 @@ Options:
   --peers LIST       of: $all_peers
                      (default: all)
   --runtime S        seconds per fio job (default 20)
-  --out DIR          results (default bench/results-guest/DATE)
+  --out DIR          results and logs (default build/bench-guest/DATE,
+                     and result.json, summary.txt and the chart copied to
+                     bench/results-guest/DATE.json, .txt and .png)
   --timeout S        for the whole VM run (default: from the matrix)
   --vm-smp N         the test VM's CPUs (default 2)
   --tap FILE         also write the results as TAP to FILE (a result per
@@ -116,7 +118,14 @@ for p in $peers; do
 done
 [[ "$runtime" =~ ^[1-9][0-9]*$ ]] || die "--runtime: whole seconds, not '$runtime'"
 for tool in jq; do command -v "$tool" >/dev/null || die "$tool not found"; done
-out=${out:-$repo/bench/results-guest/$(date -u +%Y-%m-%dT%H%M%SZ)}
+stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
+keep=
+if [ -z "$out" ]; then
+	# Everything in the build tree; the document, the summary and the
+	# chart kept in bench/results-guest/ as bench.sh keeps its own.
+	out=$BUILD/bench-guest/$stamp
+	keep=$repo/bench/results-guest/$stamp
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -207,6 +216,13 @@ if command -v gnuplot >/dev/null && [ -s "$out/rows.jsonl" ]; then
 	GNUPLOT
 fi
 
+if [ -n "$keep" ] && [ -s "$out/result.json" ]; then
+	mkdir -p "${keep%/*}"
+	cp "$out/result.json" "$keep.json"
+	cp "$out/summary.txt" "$keep.txt"
+	[ ! -f "$out/guest-bench.png" ] || cp "$out/guest-bench.png" "$keep.png"
+	msg "kept: $keep.json, .txt and .png"
+fi
 rows=$(wc -l <"$out/rows.jsonl")
 fails=$(grep -c '^fail ' "$out/results" 2>/dev/null) || true
 msg "$rows rows in $out/result.json; $fails failures"
