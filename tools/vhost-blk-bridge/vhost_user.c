@@ -1042,6 +1042,8 @@ static int h_set_config(struct vu_session *s, struct vu_msg *m,
 			return VU_NACK;
 		vbb_info("the guest switched its write cache to %s",
 			 c->region[0] ? "writeback" : "writethrough");
+		if (s->p->kept_wce)
+			*s->p->kept_wce = c->region[0];
 		return 0;
 	}
 	vbb_warn("SET_CONFIG: refused, bytes %u+%u of the config space are read-only",
@@ -1150,6 +1152,21 @@ int vu_session_open(struct vu_session *s, const struct vu_params *p,
 	ret = kdev_open(&s->kdev, &p->kdev, sock);
 	if (ret)
 		return ret;
+	/*
+	 * A guest that switched its cache before its frontend reconnected
+	 * still has it so: the new device starts in that mode, and GET_CONFIG
+	 * says it.  (The module applies it only to a driver that negotiates
+	 * VIRTIO_BLK_F_CONFIG_WCE.)
+	 */
+	if (p->kept_wce && *p->kept_wce >= 0) {
+		ret = kdev_set_wce(&s->kdev, *p->kept_wce);
+		if (ret) {
+			kdev_close(&s->kdev);
+			return ret;
+		}
+		vbb_info("the write cache starts %s, as the guest last set it",
+			 *p->kept_wce ? "writeback" : "writethrough");
+	}
 	s->features = kdev_offered_features(&s->kdev);
 	vbb_dbg("offering features 0x%llx",
 		(unsigned long long)(s->features | F(VU_F_PROTOCOL_FEATURES)));

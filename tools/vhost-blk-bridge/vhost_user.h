@@ -44,6 +44,12 @@ struct vu_params {
 	int msg_timeout_ms;		/* a whole message, from its first byte */
 	/* GET_MAX_MEM_SLOTS: the vhost module's max_mem_regions (0: ours). */
 	unsigned int max_mem_slots;
+	/*
+	 * The guest's last write cache switch (1 writeback, 0 writethrough;
+	 * -1: none yet), kept across connections so that a frontend that
+	 * reconnects finds the module as its guest left it; NULL: not kept.
+	 */
+	int *kept_wce;
 };
 
 struct vu_region {

@@ -1724,6 +1724,42 @@ static void t_set_config_wce(struct env *e)
 	CHECK(e->fake.wce == 1 && get_wce(e) == 1, "not writeback again");
 }
 
+/*
+ * The guest's switch outlives its frontend's connection: after a
+ * reconnect the new device starts writethrough, as the guest left it, and
+ * GET_CONFIG says so; until the guest switches back.
+ */
+static void t_set_config_wce_kept(struct env *e)
+{
+	struct vu_config_space c = { .offset = 32, .size = 1, .flags = 0 };
+	int kept = -1;
+
+	e->p.kept_wce = &kept;
+	handshake(e);
+	start(e, NQ, true);
+	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
+		   NULL, 0) == 0, "SET_CONFIG");
+	expect_ack(e, true, VU_SET_CONFIG);
+	CHECK(kept == 0, "not kept");
+
+	/* A new connection, a new device: writeback until told. */
+	vu_session_close(&e->s);
+	e->fake.wce = 1;
+	log_reset();
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "reopen");
+	CHECK(e->fake.wce == 0, "the new device is not writethrough");
+	CHECK(log_has("starts writethrough"), "not logged");
+	handshake(e);
+	CHECK(get_wce(e) == 0, "GET_CONFIG says writeback");
+	c.region[0] = 1;
+	start(e, NQ, true);
+	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
+		   NULL, 0) == 0, "SET_CONFIG");
+	expect_ack(e, true, VU_SET_CONFIG);
+	CHECK(kept == 1 && e->fake.wce == 1, "writeback not kept");
+	e->p.kept_wce = NULL;
+}
+
 static void t_disconnect_mid_io(struct env *e)
 {
 	int ret;
@@ -2743,6 +2779,7 @@ static const struct test tests[] = {
 	{ "a failing ioctl is named, nacked and closes", t_kernel_error, false },
 	{ "SET_CONFIG of a read-only byte is nacked, the connection stays", t_set_config_refused, false },
 	{ "SET_CONFIG of writeback goes to the module (CONFIG_WCE)", t_set_config_wce, false },
+	{ "the guest's write cache switch outlives a reconnect", t_set_config_wce_kept, false },
 	{ "frontend disconnects mid-I/O: device closed, memory unmapped", t_disconnect_mid_io, false },
 	{ "a reconnecting frontend gets a working device", t_reconnect, false },
 	{ "--read-only offers VIRTIO_BLK_F_RO", t_read_only, true },
