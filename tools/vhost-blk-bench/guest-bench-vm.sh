@@ -80,20 +80,26 @@ msg "disk $disk (null_blk), guest on QEMU $("$qemu" --version | sed -n '1s/.*ver
 console_in=$work/console.in
 mkfifo "$console_in" || die "cannot create $console_in"
 exec {console_fd}<>"$console_in"
+# perf stat's control and acknowledgement FIFOs (--control), kept open.
+mkfifo "$work/perf.ctl" "$work/perf.ack" || die "cannot create perf's FIFOs"
+exec {perf_ctl_fd}<>"$work/perf.ctl" {perf_ack_fd}<>"$work/perf.ack"
 
 # cpu_ticks PID...: user + system time of every thread of the processes,
-# in clock ticks (the process's /proc/PID/stat counts its dead threads too).
+# and of it the time vCPUs spent running the guest (KVM only), in clock
+# ticks (the process's /proc/PID/stat counts its dead threads too).
 cpu_ticks() {
-	local p t=0 f
+	local p t=0 g=0 f
 
 	for p in "$@"; do
 		# Fields after the command's closing parenthesis: utime is the
-		# 12th, stime the 13th.
+		# 12th, stime the 13th, guest_time the 41st.
 		f=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
+		# shellcheck disable=SC2086
 		set -- $f
 		t=$((t + ${12} + ${13}))
+		g=$((g + ${41}))
 	done
-	echo "$t"
+	echo "$t $g"
 }
 hz=$(getconf CLK_TCK)
 
@@ -102,7 +108,7 @@ hz=$(getconf CLK_TCK)
 events=raw_syscalls:sys_enter,context-switches
 [ "$accel" = kvm ] && events=$events,kvm:kvm_exit,kvm:kvm_msi_set_irq
 perf_ok=1
-perf stat -e "$events" -- true >/dev/null 2>"$work/perf-probe" ||
+perf stat --delay=-1 -e "$events" -- true >/dev/null 2>"$work/perf-probe" ||
 	{ perf_ok=0; msg "perf cannot count $events: $(tail -n 1 "$work/perf-probe")"; }
 
 # start_backend PEER NQ: the peer's back-end, if it has one; sets
@@ -154,36 +160,61 @@ start_backend() {
 		kill -0 "$backend_pid" 2>/dev/null || break
 		sleep 0.1
 	done
-	[ -S "$sock" ] || { sed 's/^/  | /' "$out/backend-$peer-$nq.log"; return 1; }
+	if [ ! -S "$sock" ]; then
+		sed 's/^/  | /' "$out/backend-$peer-$nq.log"
+		kill -TERM "$backend_pid" 2>/dev/null
+		wait "$backend_pid" 2>/dev/null
+		backend_pid=
+		return 1
+	fi
 	disk_opts=(-chardev "socket,id=vu,path=$sock"
 		-device "vhost-user-blk-pci,chardev=vu,num-queues=$nq,addr=0x4")
 }
 
+# perf_ctl WORD: enable or disable the running perf stat's counting, and
+# wait until it says it did.
+perf_ctl() {
+	local ack=
+
+	echo "$1" >&"$perf_ctl_fd"
+	read -r -t 30 ack <&"$perf_ack_fd"
+	[ "$ack" = ack ]
+}
+
 # measure PEER NQ JOB QEMU_PID LOG: from the guest's READY for JOB to its
 # END, the CPU time and perf counts of QEMU and the back-end; a row.
+# perf attaches with its counters off, and is switched on before the
+# guest is let go, so that what it attached late does not go uncounted.
 measure() {
-	local peer=$1 nq=$2 job=$3 qpid=$4 log=$5 pids c0 c1 t0 t1 rc ppid=
-	local pst=$work/perf-$job.csv
+	local peer=$1 nq=$2 job=$3 qpid=$4 log=$5 pids c0 c1 g0 g1 t0 t1 rc
+	local pst=$work/perf-$job.csv ppid= ok=1
 
-	wait_line "$log" "^VBB-BENCH-READY $job" "$qpid" || return 1
+	wait_line "$log" "^VBB-BENCH-READY $job[[:space:]]*\$" "$qpid" || return 1
 	pids=$qpid${backend_pid:+ $backend_pid}
 	rm -f "$pst"
 	if [ "$perf_ok" = 1 ]; then
-		perf stat -x, -e "$events" -p "${pids// /,}" -o "$pst" &
+		perf stat --delay=-1 --control "fifo:$work/perf.ctl,$work/perf.ack" \
+			-x, -e "$events" -p "${pids// /,}" -o "$pst" &
 		ppid=$!
+		perf_ctl enable || msg "$peer q$nq $job: perf did not start counting"
 	fi
 	# shellcheck disable=SC2086
-	c0=$(cpu_ticks $pids)
+	read -r c0 g0 <<<"$(cpu_ticks $pids)"
 	t0=$(now)
 	echo VBB-E2E-GO >&"$console_fd"
-	wait_line "$log" "^VBB-BENCH-END $job" "$qpid" || return 1
+	wait_line "$log" "^VBB-BENCH-END $job [0-9][0-9]*[[:space:]]*\$" "$qpid" || ok=0
 	# shellcheck disable=SC2086
-	c1=$(cpu_ticks $pids)
+	read -r c1 g1 <<<"$(cpu_ticks $pids)"
 	t1=$(now)
-	[ -z "$ppid" ] || { kill -INT "$ppid"; wait "$ppid"; }
+	if [ -n "$ppid" ]; then
+		perf_ctl disable || true
+		kill -INT "$ppid" 2>/dev/null
+		wait "$ppid"
+	fi
+	[ "$ok" = 1 ] || return 1
 	echo VBB-E2E-GO >&"$console_fd"
 	rc=$(tr -d '\r' <"$log" | awk -v j="$job" '$1 == "VBB-BENCH-END" && $2 == j { print $3 }')
-	echo "$peer $nq $job $rc $(( c1 - c0 )) $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+	echo "$peer $nq $job $rc $(( c1 - c0 )) $(( g1 - g0 )) $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
 		>"$work/measure-$job"
 	# perf -x, lines: value,unit,event,...
 	awk -F, '$3 != "" { gsub(/:/, "_", $3); printf "%s %s\n", $3, $1 }' "$pst" 2>/dev/null \
@@ -200,10 +231,11 @@ row() {
 	terse=$(tr -d '\r' <"$log" | awk -v j="$job" '$1 == "VBB-BENCH-TERSE" && $2 == j {
 		sub(/^VBB-BENCH-TERSE [^ ]* /, ""); print; exit }')
 	[ -s "$m" ] && [ -n "$terse" ] || return 1
-	read -r _ _ _ rc ticks secs <"$m"
+	read -r _ _ _ rc ticks gticks secs <"$m"
 	jq -c -n --arg peer "$peer" --argjson nq "$nq" --arg job "$job" \
 		--argjson rc "${rc:-1}" --argjson ticks "$ticks" --argjson hz "$hz" \
-		--argjson secs "$secs" --arg accel "$accel" --arg terse "$terse" \
+		--argjson gticks "$gticks" --argjson secs "$secs" --arg accel "$accel" \
+		--arg terse "$terse" \
 		--argjson perf "$(awk 'NR > 1 && $2 ~ /^[0-9]+$/ { printf "%s\"%s\":%s", n++ ? "," : "{", $1, $2 }
 			END { print n ? "}" : "{}" }' "$m")" '
 		($terse | split(";")) as $f
@@ -214,11 +246,13 @@ row() {
 		| def per(x): if x != null and $ios > 0 then x / $ios else null end;
 		{peer: $peer, queues: $nq, job: $job,
 		 rw: ($job | sub("-qd.*"; "")), qd: ($job | sub(".*-qd"; "") | tonumber),
-		 accel: $accel, fio_status: $rc, fio_error: num(5), seconds: $secs,
+		 accel: $accel, fio_status: $rc, fio_error: num(5),
+		 window_s: $secs, fio_runtime_s: ((num(9) + num(50)) / 1000),
 		 ios: $ios, iops: (num(8) + num(49)),
 		 lat_us: {p50: pct(18 + $o), p99: pct(19 + $o), p99_9: pct(20 + $o),
 			  mean: num(40 + $o)},
 		 cpu_s: ($ticks / $hz), cpu_us_per_io: per($ticks / $hz * 1e6),
+		 guest_cpu_us_per_io: per($gticks / $hz * 1e6),
 		 syscalls_per_io: per($perf["raw_syscalls_sys_enter"]),
 		 cs_per_io: per($perf["context-switches"]),
 		 exits_per_io: per($perf["kvm_kvm_exit"]),

@@ -49,7 +49,8 @@ Options:
                      and result.json, summary.txt and the chart copied to
                      bench/results-guest/DATE.json, .txt and .png)
   --timeout S        for the whole VM run (default: from the matrix)
-  --vm-smp N         the test VM's CPUs (default 2)
+  --vm-smp N         the test VM's CPUs (default: the most queues + 1,
+                     at least 2)
   --tap FILE         also write the results as TAP to FILE (a result per
                      peer, queue count and job, and one for the run)
   --tcg-threads MODE the test VM's TCG threads (default single: perf's
@@ -141,6 +142,9 @@ q10=$BUILD/qemu-10/usr/bin
 [ -x "$q10/qemu-system-x86_64" ] || die "$q10/qemu-system-x86_64 missing (scripts/qemu10.sh)"
 
 nq=$(wc -w <<<"${queues//,/ }")
+# A CPU of the test VM for each of the guest's, and one for the host side.
+maxq=$(tr ',' '\n' <<<"$queues" | sort -n | tail -n 1)
+[[ " ${vm_args[*]} " == *" --smp "* ]] || vm_args+=(--smp "$((maxq > 1 ? maxq + 1 : 2))")
 np=$(wc -w <<<"$peers")
 # A boot and 4 jobs of fio per peer and queue count, nested under TCG:
 # up to 3 min for the boot, and 45 s more than its runtime for each job.
@@ -153,12 +157,15 @@ bash "$repo/tools/testing/vhost-blk-ci/vm/run-vm.sh" "${vm_args[@]}" \
 	--tools "${guest[1]}" --bridge "$BUILD/tools/vhost-blk-bridge" \
 	--qemu "$q10/qemu-system-x86_64" --qsd "$q10/qemu-storage-daemon" \
 	--out "$out" --runtime "$runtime" --queues "$queues" --peers "$peers" \
+	--boot-timeout "$((300 + 4 * (runtime + 120)))" \
 	>"$out/vm.log" 2>&1
 vm_rc=$?
 set -e
 grep -E '^guest-bench-vm: ' "$out/vm.log" >&2 || true
 
-# The document: context, then a row per peer, queue count and job.
+# The document: context, then a row per peer, queue count and job (none
+# if the test VM died before the first).
+touch "$out/rows.jsonl" "$out/results"
 qemu_ver=$("$q10/qemu-system-x86_64" --version | sed -n '1s/.*version \([^ ]*\).*/\1/p')
 jq -n --slurpfile rows "$out/rows.jsonl" --arg date "$(date -u +%FT%TZ)" \
 	--arg qemu "$qemu_ver" --arg commit "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)" \

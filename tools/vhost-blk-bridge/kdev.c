@@ -337,6 +337,28 @@ static int kdev_kthread_workers(struct kdev *k)
 	return kdev_charge_failed(k, "ioctl VHOST_SET_FORK_FROM_OWNER", ret);
 }
 
+/*
+ * Before VHOST_SET_OWNER, for a worker per queue: vhost_task workers,
+ * whatever the vhost module's fork_from_owner_default says (its kthread
+ * workers cannot be more than one).  A kernel without the choice has
+ * only vhost_tasks, or only kthreads and no VHOST_NEW_WORKER either,
+ * which says so later.  0 or -errno.
+ */
+static int kdev_task_workers(struct kdev *k)
+{
+	__u8 mode = VHOST_FORK_OWNER_TASK;
+	int ret;
+
+	ret = k->p->ops->ioctl(k->p->ops->priv, k->fd,
+			       VHOST_SET_FORK_FROM_OWNER, &mode);
+	if (ret == -ENOTTY || ret == -EPERM)
+		return 0;
+	if (ret)
+		vbb_err("ioctl VHOST_SET_FORK_FROM_OWNER on %s: %s (errno %d)",
+			k->p->path, strerror(-ret), -ret);
+	return ret;
+}
+
 /* After VHOST_SET_OWNER, before the first backend.  0 or -errno. */
 static int kdev_charge_peer(struct kdev *k, int peer)
 {
@@ -418,6 +440,10 @@ int kdev_open(struct kdev *k, const struct kdev_params *p, int peer)
 		if (ret < 0)
 			goto err;
 		charge = ret;
+	} else if (p->worker_per_queue) {
+		ret = kdev_task_workers(k);
+		if (ret)
+			goto err;
 	}
 	ret = KDEV_IOCTL(k, VHOST_SET_OWNER, NULL);
 	if (ret)

@@ -17,6 +17,7 @@
 /* Linux 6.17's worker choice, for headers from before it. */
 #ifndef VHOST_SET_FORK_FROM_OWNER
 #define VHOST_FORK_OWNER_KTHREAD	0
+#define VHOST_FORK_OWNER_TASK		1
 #define VHOST_SET_FORK_FROM_OWNER	_IOW(VHOST_VIRTIO, 0x84, __u8)
 #endif
 

@@ -159,18 +159,23 @@ pick_backends() {
 	done
 	echo "${picked# }"
 }
-[ "$hostile_list" != - ] || hostile_list=$sel_list
 # NAME:PROG+PROG in the selftests' list: only those programs on NAME.
 declare -A only_progs
 sel_names=
 for n in ${sel_list//,/ }; do
 	if [[ $n == *:* ]]; then
+		progs=${n#*:}
+		for p in ${progs//+/ }; do
+			[[ " ${programs[*]} " == *" $p "* ]] ||
+				bad_usage "--backends $n: no selftest program '$p' (${programs[*]})"
+		done
 		only_progs[${n%%:*}]=${n#*:}
 		n=${n%%:*}
 	fi
 	sel_names+=" $n"
 done
 [ "$sel_list" = - ] || sel_list=${sel_names# }
+[ "$hostile_list" != - ] || hostile_list=$sel_list
 check_backends "$sel_list"
 check_backends "$hostile_list"
 read -r -a sel_backends <<<"$(pick_backends "$sel_list")"

@@ -2024,8 +2024,10 @@ static void t_worker_per_queue(struct env *e)
 	e->p.kdev.poll_us = 20;
 	e->p.kdev.poll_completions = true;
 	CHECK(reopen_charge(e, KDEV_CHARGE_BRIDGE) == 0, "open");
-	CHECK(count_calls(&e->fake, VHOST_SET_FORK_FROM_OWNER) == 0,
-	      "kthread workers asked for");
+	i = find_call(&e->fake, VHOST_SET_FORK_FROM_OWNER, 0);
+	CHECK(i >= 0 && e->fake.calls[i].a.u64 == VHOST_FORK_OWNER_TASK &&
+	      i < find_call(&e->fake, VHOST_SET_OWNER, 0),
+	      "vhost_task workers not asked for before SET_OWNER");
 	i = find_call(&e->fake, VHOST_SET_OWNER, 0);
 	for (q = i; q >= 0 && q < (int)e->fake.ncalls; q++) {
 		const struct fake_call *c = &e->fake.calls[q];
@@ -2045,6 +2047,14 @@ static void t_worker_per_queue(struct env *e)
 	CHECK(n == NQ - 1 && attached == NQ - 1,
 	      "%d workers made, %d attached for %d queues", n, attached, NQ);
 	CHECK(polls == NQ, "%d queues poll for completions", polls);
+
+	/* A kernel without the worker choice: its default, vhost_tasks. */
+	e->fake.has_fork_owner = false;
+	CHECK(reopen_charge(e, KDEV_CHARGE_BRIDGE) == 0,
+	      "open without VHOST_SET_FORK_FROM_OWNER");
+	CHECK(count_calls(&e->fake, VHOST_ATTACH_VRING_WORKER) == NQ - 1,
+	      "queues without a worker");
+	e->fake.has_fork_owner = true;
 
 	/* A kernel that refuses: the frontend is refused, told why. */
 	e->fake.fail_req = VHOST_ATTACH_VRING_WORKER;

@@ -182,11 +182,14 @@ static inline int host_tasks_named(const char *dir_path, const char *comm,
 					      void *arg),
 				   void *arg)
 {
-	char path[300], line[32];
+	char path[300], line[32], want[16];
 	struct dirent *d;
 	DIR *dir;
 	int n = 0;
 
+	/* The kernel keeps 15 bytes of a task's name (TASK_COMM_LEN). */
+	memset(want, 0, sizeof(want));
+	memcpy(want, comm, strnlen(comm, sizeof(want) - 1));
 	dir = opendir(dir_path);
 	if (!dir)
 		return -1;
@@ -196,7 +199,7 @@ static inline int host_tasks_named(const char *dir_path, const char *comm,
 		snprintf(path, sizeof(path), "%s/%s/comm", dir_path,
 			 d->d_name);
 		if (host_read_line(path, line, sizeof(line)) ||
-		    strcmp(line, comm))
+		    strcmp(line, want))
 			continue;
 		n++;
 		if (fn)

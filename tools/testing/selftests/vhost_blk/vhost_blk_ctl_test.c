@@ -45,8 +45,11 @@ FIXTURE_TEARDOWN(vhost_blk_ctl)
 		host_write_file(VBLK_FAULT_DIR "/fail_make_request/probability",
 				"0");
 	}
-	if (self->failslab)
+	if (self->failslab) {
 		host_write_file(VBLK_FAULT_DIR "/failslab/probability", "0");
+		host_write_file(VBLK_FAULT_DIR "/failslab/ignore-gfp-wait", "Y");
+		host_write_file(VBLK_FAULT_DIR "/failslab/task-filter", "N");
+	}
 	env_teardown(&self->e);
 	host_cgroup_leave(&self->cg);
 }
@@ -233,8 +236,8 @@ TEST_F_TIMEOUT(vhost_blk_ctl, each_failed_allocation_of_the_set_up_is_enomem,
 {
 	static const char *const modes[] = { "vhost_task", "kthread" };
 	struct env *e = &self->e;
-	struct vblk_config cfg = env_config(e, 1);
-	unsigned int mode, nth, failed = 0, nqueues = 1;
+	struct vblk_config cfg = env_config(e, 2);
+	unsigned int mode, nth, failed = 0, nqueues = 4;
 	char comm[2][32];
 	size_t brk;
 	int fd, err;
