@@ -40,7 +40,8 @@ gnuplot, OUT/guest-bench.png.
 
 Options:
   --quick            a short run that tests the harness: 1 queue, 2 s per
-                     job (what runs here under TCG)
+                     job, unless --queues or --runtime say else (what
+                     runs here under TCG)
   --queues LIST      queue counts, comma-separated (default 1,2,4; at most 4)
   --peers LIST       of: $all_peers
                      (default: all)
@@ -69,13 +70,14 @@ EOF
 # kernel's text, which another TCG thread could run half-patched (an int3
 # oops in syscall_trace_enter, seen here).  --tcg-threads multi to risk it.
 quick=0 queues=1,2,4 peers=$all_peers runtime=20 out= timeout_s= tap=
+queues_set= runtime_set=
 vm_args=(--tcg-threads single)
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1; shift ;;
-	--queues) queues=$2; shift 2 ;;
+	--queues) queues=$2; queues_set=1; shift 2 ;;
 	--peers) peers=${2//,/ }; shift 2 ;;
-	--runtime) runtime=$2; shift 2 ;;
+	--runtime) runtime=$2; runtime_set=1; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--tcg-threads) vm_args+=(--tcg-threads "$2"); shift 2 ;;
@@ -110,7 +112,11 @@ write_tap() {
 	mv "$tap.tmp" "$tap"
 }
 trap write_tap EXIT
-[ "$quick" = 0 ] || { queues=1; runtime=2; }
+# --quick: 1 queue and 2 s per job, unless --queues or --runtime say else.
+if [ "$quick" = 1 ]; then
+	[ -n "$queues_set" ] || queues=1
+	[ -n "$runtime_set" ] || runtime=2
+fi
 for q in ${queues//,/ }; do
 	case "$q" in 1|2|3|4) ;; *) die "--queues: 1 to 4 (the guest's CPUs), not '$q'" ;; esac
 done
