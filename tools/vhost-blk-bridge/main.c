@@ -153,7 +153,7 @@ static void print_stats(struct vu_session *s, bool active, const char *why)
 }
 
 /* The guest's write cache switch, for its frontend's next connection. */
-static int kept_wce = -1;
+static struct vu_kept kept = { .wce = -1 };
 
 int main(int argc, char **argv)
 {
@@ -342,7 +342,7 @@ int main(int argc, char **argv)
 	}
 	params.msg_timeout_ms = timeout_ms;
 	params.max_mem_slots = vhost_max_mem_regions();
-	params.kept_wce = &kept_wce;
+	params.kept = &kept;
 
 	if (disk_open(&disk, backend, read_only, shared))
 		return 1;

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -1042,8 +1043,10 @@ static int h_set_config(struct vu_session *s, struct vu_msg *m,
 			return VU_NACK;
 		vbb_info("the guest switched its write cache to %s",
 			 c->region[0] ? "writeback" : "writethrough");
-		if (s->p->kept_wce)
-			*s->p->kept_wce = c->region[0];
+		if (s->p->kept) {
+			s->p->kept->wce = c->region[0];
+			s->p->kept->pid = s->peer_pid;
+		}
 		return 0;
 	}
 	vbb_warn("SET_CONFIG: refused, bytes %u+%u of the config space are read-only",
@@ -1143,12 +1146,16 @@ static int check_msg(const struct vu_handler *h, const struct vu_msg *m)
 int vu_session_open(struct vu_session *s, const struct vu_params *p,
 		    int sock)
 {
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
 	int ret;
 
 	memset(s, 0, sizeof(*s));
 	s->p = p;
 	s->sock = sock;
 	s->backend_fd = -1;
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+		s->peer_pid = cred.pid;
 	ret = kdev_open(&s->kdev, &p->kdev, sock);
 	if (ret)
 		return ret;
@@ -1158,14 +1165,15 @@ int vu_session_open(struct vu_session *s, const struct vu_params *p,
 	 * says it.  (The module applies it only to a driver that negotiates
 	 * VIRTIO_BLK_F_CONFIG_WCE.)
 	 */
-	if (p->kept_wce && *p->kept_wce >= 0) {
-		ret = kdev_set_wce(&s->kdev, *p->kept_wce);
+	if (p->kept && p->kept->wce >= 0 && s->peer_pid &&
+	    p->kept->pid == s->peer_pid) {
+		ret = kdev_set_wce(&s->kdev, p->kept->wce);
 		if (ret) {
 			kdev_close(&s->kdev);
 			return ret;
 		}
-		vbb_info("the write cache starts %s, as the guest last set it",
-			 *p->kept_wce ? "writeback" : "writethrough");
+		vbb_info("the write cache starts %s, as the guest last set it before its frontend reconnected",
+			 p->kept->wce ? "writeback" : "writethrough");
 	}
 	s->features = kdev_offered_features(&s->kdev);
 	vbb_dbg("offering features 0x%llx",

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <linux/vhost.h>
 
 #include "kdev.h"
@@ -44,12 +45,19 @@ struct vu_params {
 	int msg_timeout_ms;		/* a whole message, from its first byte */
 	/* GET_MAX_MEM_SLOTS: the vhost module's max_mem_regions (0: ours). */
 	unsigned int max_mem_slots;
-	/*
-	 * The guest's last write cache switch (1 writeback, 0 writethrough;
-	 * -1: none yet), kept across connections so that a frontend that
-	 * reconnects finds the module as its guest left it; NULL: not kept.
-	 */
-	int *kept_wce;
+	/* Kept across connections (NULL: nothing is). */
+	struct vu_kept *kept;
+};
+
+/*
+ * The guest's last write cache switch (@wce: 1 writeback, 0 writethrough,
+ * -1 none yet) and the frontend process that made it (@pid, SO_PEERCRED):
+ * when that process reconnects, the new device starts as its guest left
+ * it.  Another process, a new VM, starts from the module's default.
+ */
+struct vu_kept {
+	int wce;
+	pid_t pid;
 };
 
 struct vu_region {
@@ -77,6 +85,7 @@ struct vu_vring {
 struct vu_session {
 	const struct vu_params *p;
 	int sock;
+	pid_t peer_pid;			/* the frontend (SO_PEERCRED), or 0 */
 	struct kdev kdev;
 	bool owner;			/* SET_OWNER seen */
 	uint64_t features;		/* offered */

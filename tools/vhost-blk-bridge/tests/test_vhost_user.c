@@ -1725,24 +1725,25 @@ static void t_set_config_wce(struct env *e)
 }
 
 /*
- * The guest's switch outlives its frontend's connection: after a
- * reconnect the new device starts writethrough, as the guest left it, and
- * GET_CONFIG says so; until the guest switches back.
+ * The guest's switch outlives its frontend's connection: when the same
+ * frontend process reconnects, the new device starts writethrough, as
+ * the guest left it, and GET_CONFIG says so; another process's starts
+ * writeback; until the guest switches back.
  */
 static void t_set_config_wce_kept(struct env *e)
 {
 	struct vu_config_space c = { .offset = 32, .size = 1, .flags = 0 };
-	int kept = -1;
+	struct vu_kept kept = { .wce = -1 };
 
-	e->p.kept_wce = &kept;
+	e->p.kept = &kept;
 	handshake(e);
 	start(e, NQ, true);
 	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
 		   NULL, 0) == 0, "SET_CONFIG");
 	expect_ack(e, true, VU_SET_CONFIG);
-	CHECK(kept == 0, "not kept");
+	CHECK(kept.wce == 0 && kept.pid == getpid(), "not kept, or not whose");
 
-	/* A new connection, a new device: writeback until told. */
+	/* The same frontend again, a new device: writethrough from the start. */
 	vu_session_close(&e->s);
 	e->fake.wce = 1;
 	log_reset();
@@ -1751,13 +1752,23 @@ static void t_set_config_wce_kept(struct env *e)
 	CHECK(log_has("starts writethrough"), "not logged");
 	handshake(e);
 	CHECK(get_wce(e) == 0, "GET_CONFIG says writeback");
+
+	/* Another process, another VM: the module's default. */
+	vu_session_close(&e->s);
+	e->fake.wce = 1;
+	kept.pid = getpid() + 1;
+	CHECK(vu_session_open(&e->s, &e->p, e->be) == 0, "reopen");
+	CHECK(e->fake.wce == 1, "another frontend's device is writethrough");
+	kept.pid = getpid();
+
 	c.region[0] = 1;
+	handshake(e);
 	start(e, NQ, true);
 	CHECK(xchg(e, VU_SET_CONFIG, VU_VERSION | VU_NEED_REPLY, &c, 13,
 		   NULL, 0) == 0, "SET_CONFIG");
 	expect_ack(e, true, VU_SET_CONFIG);
-	CHECK(kept == 1 && e->fake.wce == 1, "writeback not kept");
-	e->p.kept_wce = NULL;
+	CHECK(kept.wce == 1 && e->fake.wce == 1, "writeback not kept");
+	e->p.kept = NULL;
 }
 
 static void t_disconnect_mid_io(struct env *e)
@@ -2789,7 +2800,7 @@ static const struct test tests[] = {
 	{ "a failing ioctl is named, nacked and closes", t_kernel_error, false },
 	{ "SET_CONFIG of a read-only byte is nacked, the connection stays", t_set_config_refused, false },
 	{ "SET_CONFIG of writeback goes to the module (CONFIG_WCE)", t_set_config_wce, false },
-	{ "the guest's write cache switch outlives a reconnect", t_set_config_wce_kept, false },
+	{ "the guest's write cache switch outlives its frontend's reconnect", t_set_config_wce_kept, false },
 	{ "frontend disconnects mid-I/O: device closed, memory unmapped", t_disconnect_mid_io, false },
 	{ "a reconnecting frontend gets a working device", t_reconnect, false },
 	{ "--read-only offers VIRTIO_BLK_F_RO", t_read_only, true },
