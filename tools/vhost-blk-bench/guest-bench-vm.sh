@@ -194,7 +194,8 @@ measure() {
 	rm -f "$pst"
 	if [ "$perf_ok" = 1 ]; then
 		perf stat --delay=-1 --control "fifo:$work/perf.ctl,$work/perf.ack" \
-			-x, -e "$events" -p "${pids// /,}" -o "$pst" &
+			-x, -e "$events" -p "${pids// /,}" -o "$pst" \
+			2>>"$out/perf.log" &
 		ppid=$!
 		perf_ctl enable || msg "$peer q$nq $job: perf did not start counting"
 	fi
@@ -260,7 +261,9 @@ row() {
 		{ cat "$work/jq.err" >&2; return 1; }
 }
 
-# boot PEER NQ: one guest, all of the jobs.
+# boot PEER NQ: one guest, all of the jobs.  A socket per CPU: the
+# guest kernel has no ACPI, and SeaBIOS's MP table lists only a socket's
+# first CPU (QEMU 10 makes -smp N one socket of N cores).
 boot() {
 	local peer=$1 nq=$2 log=$out/guest-$1-$2.log tpid qpid job t0 ok=1
 
@@ -274,7 +277,7 @@ boot() {
 	timeout -k 10 "$boot_timeout" "$qemu" \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
 		-machine pc -accel "$accel$([ "$accel" = tcg ] && [ "$nq" -gt 1 ] && echo ,thread=multi)" \
-		-cpu max -smp "$nq" -m "$guest_mem" \
+		-cpu max -smp "$nq,sockets=$nq,cores=1,threads=1" -m "$guest_mem" \
 		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on" \
 		-numa node,memdev=mem -kernel "$kernel" \
 		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=1 vbb.mode=bench vbb.runtime=$runtime vbb.njobs=$nq vbb.jobs=$jobs $clock_args" \

@@ -53,7 +53,8 @@ wait_line() {
 }
 
 # guest_qemu MODE SOCKET [QEMU options] &: the nested guest's QEMU, its
-# disk on the bridge at SOCKET.  Run it in the background only: it execs,
+# disk on the bridge at SOCKET.  A socket per CPU: the guest kernel has no
+# ACPI, and SeaBIOS's MP table lists only a socket's first CPU.  Run it in the background only: it execs,
 # so that the job's pid is the QEMU's own timeout, which a kill reaches.
 guest_qemu() {
 	local mode=$1 s=$2 accel=tcg
@@ -62,7 +63,7 @@ guest_qemu() {
 	[ "$smp" -gt 1 ] && accel=tcg,thread=multi
 	exec timeout -k 10 "$boot_timeout" "${qemu_as[@]}" qemu-system-x86_64 \
 		-nodefaults -no-user-config -display none -no-reboot -nic none \
-		-machine pc -accel "$accel" -cpu max -smp "$smp" \
+		-machine pc -accel "$accel" -cpu max -smp "$smp,sockets=$smp,cores=1,threads=1" \
 		-m "$guest_mem${hotplug_mem:+,slots=2,maxmem=$((guest_mem + hotplug_mem))M}" \
 		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on${mem_opts:+,$mem_opts}" \
 		-numa node,memdev=mem \
