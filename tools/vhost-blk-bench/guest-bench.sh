@@ -200,7 +200,7 @@ jq -n --slurpfile rows "$out/rows.jsonl" --arg date "$(date -u +%FT%TZ)" \
 		| @tsv' "$out/result.json" | column -t -s $'\t'
 	echo
 	echo "Each vhost-blk row against QEMU's virtio-blk with io_uring and IOThread polling"
-	echo "(IOPS ratio; same queue count and job):"
+	echo "(IOPS ratio; same queue count and job)$(jq -r 'if .context.emulated then ": EMULATED, noise that tests the harness, not a result" else "" end' "$out/result.json"):"
 	jq -r '
 		[.rows[] | select(.peer == "virtio-blk-io_uring")] as $base
 		| .rows[] | select(.peer | startswith("vhost-blk")) as $r
