@@ -211,7 +211,7 @@ jq -n --slurpfile rows "$out/rows.jsonl" --arg date "$(date -u +%FT%TZ)" \
 cat "$out/summary.txt"
 
 if command -v gnuplot >/dev/null && [ -s "$out/rows.jsonl" ]; then
-	jq -r '.rows[] | select(.queues == (.queues)) | [.peer, .queues, .job, .iops] | @tsv' \
+	jq -r '.rows[] | [.peer, .queues, .job, .iops] | @tsv' \
 		"$out/result.json" >"$out/plot.tsv"
 	gnuplot <<-GNUPLOT >"$out/plot.log" 2>&1 || msg "gnuplot failed (see $out/plot.log)"
 		set terminal pngcairo size 1400,700 noenhanced

@@ -318,22 +318,30 @@ static int kdev_charge_failed(struct kdev *k, const char *what, int err)
 }
 
 /*
- * Before VHOST_SET_OWNER: kthread workers, which VHOST_BLK_CHARGE_PEER
- * can move into the frontend's cgroups (a vhost_task worker is a thread
- * of the bridge).  Returns 1 if asked for, 0 if not, or -errno.
+ * Before VHOST_SET_OWNER: the kind of worker, VHOST_FORK_OWNER_KTHREAD or
+ * _TASK.  0 or -errno; -ENOTTY from a kernel without the choice, which
+ * takes it for an unknown ioctl of a device with no owner yet (EPERM).
  */
-static int kdev_kthread_workers(struct kdev *k)
+static int kdev_fork_owner(struct kdev *k, __u8 mode)
 {
-	__u8 mode = VHOST_FORK_OWNER_KTHREAD;
 	int ret;
 
 	ret = k->p->ops->ioctl(k->p->ops->priv, k->fd,
 			       VHOST_SET_FORK_FROM_OWNER, &mode);
+	return ret == -EPERM ? -ENOTTY : ret;
+}
+
+/*
+ * Kthread workers, which VHOST_BLK_CHARGE_PEER can move into the
+ * frontend's cgroups (a vhost_task worker is a thread of the bridge).
+ * Returns 1 if asked for, 0 if not, or -errno.
+ */
+static int kdev_kthread_workers(struct kdev *k)
+{
+	int ret = kdev_fork_owner(k, VHOST_FORK_OWNER_KTHREAD);
+
 	if (!ret)
 		return 1;
-	/* A kernel without the choice: an unknown ioctl, before an owner. */
-	if (ret == -EPERM)
-		ret = -ENOTTY;
 	return kdev_charge_failed(k, "ioctl VHOST_SET_FORK_FROM_OWNER", ret);
 }
 
@@ -346,12 +354,9 @@ static int kdev_kthread_workers(struct kdev *k)
  */
 static int kdev_task_workers(struct kdev *k)
 {
-	__u8 mode = VHOST_FORK_OWNER_TASK;
-	int ret;
+	int ret = kdev_fork_owner(k, VHOST_FORK_OWNER_TASK);
 
-	ret = k->p->ops->ioctl(k->p->ops->priv, k->fd,
-			       VHOST_SET_FORK_FROM_OWNER, &mode);
-	if (ret == -ENOTTY || ret == -EPERM)
+	if (ret == -ENOTTY)
 		return 0;
 	if (ret)
 		vbb_err("ioctl VHOST_SET_FORK_FROM_OWNER on %s: %s (errno %d)",

@@ -1971,6 +1971,15 @@ static int reopen_charge(struct env *e, enum kdev_charge charge)
 	return ret;
 }
 
+/* Whether the worker kind @mode was asked for, before SET_OWNER. */
+static bool workers_asked_before_owner(const struct env *e, uint64_t mode)
+{
+	int i = find_call(&e->fake, VHOST_SET_FORK_FROM_OWNER, 0);
+
+	return i >= 0 && e->fake.calls[i].a.u64 == mode &&
+	       i < find_call(&e->fake, VHOST_SET_OWNER, 0);
+}
+
 /*
  * The guest is charged to the frontend: kthread workers asked for before
  * SET_OWNER, then CHARGE_PEER with the frontend's connection.  A kernel
@@ -1981,9 +1990,7 @@ static void t_charge_frontend(struct env *e)
 	int i;
 
 	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "open");
-	i = find_call(&e->fake, VHOST_SET_FORK_FROM_OWNER, 0);
-	CHECK(i >= 0 && e->fake.calls[i].a.u64 == VHOST_FORK_OWNER_KTHREAD &&
-	      i < find_call(&e->fake, VHOST_SET_OWNER, 0),
+	CHECK(workers_asked_before_owner(e, VHOST_FORK_OWNER_KTHREAD),
 	      "no kthread workers before SET_OWNER");
 	i = find_call(&e->fake, VHOST_BLK_CHARGE_PEER, 0);
 	CHECK(i >= 0 && e->fake.calls[i].a.file.fd == e->be &&
@@ -2035,9 +2042,7 @@ static void t_worker_per_queue(struct env *e)
 	e->p.kdev.poll_us = 20;
 	e->p.kdev.poll_completions = true;
 	CHECK(reopen_charge(e, KDEV_CHARGE_BRIDGE) == 0, "open");
-	i = find_call(&e->fake, VHOST_SET_FORK_FROM_OWNER, 0);
-	CHECK(i >= 0 && e->fake.calls[i].a.u64 == VHOST_FORK_OWNER_TASK &&
-	      i < find_call(&e->fake, VHOST_SET_OWNER, 0),
+	CHECK(workers_asked_before_owner(e, VHOST_FORK_OWNER_TASK),
 	      "vhost_task workers not asked for before SET_OWNER");
 	i = find_call(&e->fake, VHOST_SET_OWNER, 0);
 	for (q = i; q >= 0 && q < (int)e->fake.ncalls; q++) {
