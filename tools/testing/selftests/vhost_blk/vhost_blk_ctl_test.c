@@ -86,6 +86,22 @@ static bool fault_arm(struct __test_metadata *_metadata, const char *name,
 }
 
 /*
+ * failslab, armed as fault_arm() does, for sleeping allocations too (the
+ * kind the set-up and the worker make); the teardown puts it back.
+ * False if the kernel has none.
+ */
+static bool failslab_arm(struct __test_metadata *_metadata,
+			 FIXTURE_DATA(vhost_blk_ctl) *self, const char *times)
+{
+	if (!fault_arm(_metadata, "failslab", times))
+		return false;
+	self->failslab = true;
+	ASSERT_EQ(0, host_write_file(VBLK_FAULT_DIR "/failslab/ignore-gfp-wait",
+				     "N"));
+	return true;
+}
+
+/*
  * Fire @name: every filter is set by now, or an allocation of anyone's
  * would take the failures meant for the test's target.
  */
@@ -183,12 +199,9 @@ TEST_F(vhost_blk_ctl, a_failed_allocation_in_the_worker_is_ioerr)
 		SKIP(return,
 		     "the worker is not a thread of the VMM here (a 6.1 kthread)");
 	/* Armed once for the worker's next allocation, sleeping or not. */
-	if (!fault_arm(_metadata, "failslab", "1"))
+	if (!failslab_arm(_metadata, self, "1"))
 		SKIP(return,
 		     "no failslab in this kernel (CONFIG_FAILSLAB, debugfs)");
-	self->failslab = true;
-	ASSERT_EQ(0, host_write_file(VBLK_FAULT_DIR "/failslab/ignore-gfp-wait",
-				     "N"));
 	ASSERT_EQ(0, host_write_file(VBLK_FAULT_DIR "/failslab/task-filter",
 				     "Y"));
 	snprintf(path, sizeof(path), "/proc/self/task/%d/make-it-fail", tid);
@@ -243,13 +256,9 @@ TEST_F_TIMEOUT(vhost_blk_ctl, each_failed_allocation_of_the_set_up_is_enomem,
 	int fd, err;
 
 	vblk_close(&e->dev);
-	if (!fault_arm(_metadata, "failslab", "-1"))
+	if (!failslab_arm(_metadata, self, "-1"))
 		SKIP(return,
 		     "no failslab in this kernel (CONFIG_FAILSLAB, debugfs)");
-	self->failslab = true;
-	/* Sleeping allocations too: the set-up makes no other kind. */
-	ASSERT_EQ(0, host_write_file(VBLK_FAULT_DIR "/failslab/ignore-gfp-wait",
-				     "N"));
 	vblk_fault.fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, vblk_fault.fd) TH_LOG("/proc/thread-self/fail-nth: %s",
 					   strerror(errno));
