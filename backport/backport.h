@@ -38,7 +38,7 @@
  *   completion ends it otherwise, as on 6.12;
  * - iov_iter_extract_pages() (6.3), from iov_iter_get_pages2(), which
  *   takes page references rather than pins, as 6.1's bio_release_pages()
- *   expects; and iter_iov_addr();
+ *   expects; and iter_iov_addr() and iter_iov_len();
  * - bdev_limits() that carries BLK_FEAT_POLL: 6.1 keeps "this queue
  *   polls" in a queue flag (QUEUE_FLAG_POLL).  bio_poll() is the same
  *   call on both, and on both enters the queue without waiting for a
@@ -197,11 +197,23 @@ static inline ssize_t vhost_blk_backport_iocb_iter_write(struct file *file,
 
 /*
  * Page extraction (6.3): 6.1 takes a page reference where later kernels
- * pin user pages, and its bio_release_pages() drops references.  So no
- * bio of 6.1 is flagged BIO_PAGE_PINNED.
+ * pin user pages, for every kind of iov_iter, and its bio_release_pages()
+ * drops them unless the bio is BIO_NO_PAGE_REF.  Here a bio carries a
+ * flag of ours, under the later name, when its pages hold references:
+ * every bio that extracted pages, and none built on the pinned memory
+ * table, whose pages it must not put.
  */
-#define iov_iter_extract_will_pin(iter) false
+#define iov_iter_extract_will_pin(iter) true
 #define BIO_PAGE_PINNED BIO_FLAG_LAST
+
+static inline void vhost_blk_backport_release_pages(struct bio *bio,
+						    bool mark_dirty)
+{
+	if (bio_flagged(bio, BIO_PAGE_PINNED))
+		__bio_release_pages(bio, mark_dirty);
+}
+
+#define bio_release_pages vhost_blk_backport_release_pages
 
 static inline ssize_t iov_iter_extract_pages(struct iov_iter *i,
 					     struct page ***pages,
@@ -214,6 +226,12 @@ static inline ssize_t iov_iter_extract_pages(struct iov_iter *i,
 }
 
 #define iter_iov_addr(iter) (iter_iov(iter)->iov_base + (iter)->iov_offset)
+
+/* 6.1 makes no ITER_UBUF of what blk.c takes (iov_iter_init()). */
+static inline size_t iter_iov_len(const struct iov_iter *i)
+{
+	return iter_iov(i)->iov_len - i->iov_offset;
+}
 
 #endif /* < 6.2 */
 

@@ -32,15 +32,16 @@ Write the vhost-blk series into $base/series:
   0006 completion polling
   0007 dirty logging for live migration
   0008 tracepoints
-  0009 Documentation/virt/vhost-blk: the ABI and the data path
-  0010 selftests: tools/testing/selftests/vhost_blk
+  0009 the guest's memory pinned once per memory table
+  0010 Documentation/virt/vhost-blk: the ABI and the data path
+  0011 selftests: tools/testing/selftests/vhost_blk
 
 against a git tree of the pristine linux-source-7.3 that 'make deps'
 downloaded ($base/linux; a tag 'base').  Each patch adds its paths to
 the MAINTAINERS entry.  Commit messages come from scripts/series/NN-*.txt.
 
 The repository's driver (blk.c, blk_trace.h, the uapi header) is what
-0008 leaves.  scripts/series/strip/NN-*.diff takes stage NN back to
+0009 leaves.  scripts/series/strip/NN-*.diff takes stage NN back to
 NN-1, removing that patch's feature; applied newest first, they give
 every stage.  A change outside a feature's lines flows into every stage
 on its own.  When a strip diff no longer applies (the change touched
@@ -49,7 +50,7 @@ that feature), refresh the strips:
   ${0##*/} --stages        write every stage into $base/stages/NN
                            (with the strips as they are: first fix what
                            fails, by hand, from the previous good state)
-  (edit $base/stages/NN/..., stage 08 being the repository's files)
+  (edit $base/stages/NN/..., stage 09 being the repository's files)
   ${0##*/} --save-strips   write scripts/series/strip/ from the stages
 
 With --check, then: apply the series with 'git am' to a fresh branch from
@@ -114,7 +115,7 @@ make_stages() {
 			die "$(basename "$strip") does not apply to stage $k ($(head -n 3 "$base/strip.log" | tr '\n' ' ')): refresh it (--help)"
 	done
 }
-last_stage=08
+last_stage=09
 [ -d "$series_dir/strip" ] || die "no $series_dir/strip"
 
 if [ "$mode" = save-strips ]; then
@@ -296,7 +297,7 @@ insert_after "$mk" 'vhost_vdpa-y := vdpa.o' "$base/makefile.frag"
 maintainers_add "F:	drivers/vhost/blk.c" "F:	include/uapi/linux/vhost_blk.h"
 commit "$series_dir/01-core.txt"
 
-# 02 to 08: a feature each.
+# 02 to 09: a feature each.
 for ((k = 2; k <= 10#$last_stage; k++)); do
 	cur=$(printf '%02d' "$k")
 	put_stage "$cur"
@@ -311,7 +312,7 @@ for ((k = 2; k <= 10#$last_stage; k++)); do
 	[ -n "$msg" ] || die "no scripts/series/$cur-*.txt"
 	commit "$msg"
 done
-# 09. Documentation: the ABI and the data path (the rest of our pages are
+# 10. Documentation: the ABI and the data path (the rest of our pages are
 # about this repository: packages, the bridge, the benchmark, CI).
 mkdir -p "$tree/Documentation/virt/vhost-blk"
 put Documentation/virt/vhost-blk/uapi.rst
@@ -327,9 +328,9 @@ grep -q '^   hyperv/index$' "$vi" || die "no '   hyperv/index' in Documentation/
 awk '{ print } $0 == "   hyperv/index" { print "   vhost-blk/index" }' "$vi" >"$vi.tmp" &&
 	mv "$vi.tmp" "$vi"
 maintainers_add "F:	Documentation/virt/vhost-blk/"
-commit "$series_dir/09-docs.txt"
+commit "$series_dir/10-docs.txt"
 
-# 10. the selftests: the programs and their library, not this
+# 11. the selftests: the programs and their library, not this
 # repository's CI (tools/testing/vhost-blk-ci).
 st=tools/testing/selftests/vhost_blk
 for f in Makefile config settings hostile.mk hostile.sh perf_check.sh \
@@ -345,7 +346,7 @@ grep -q '^TARGETS += user_events$' "$sm" ||
 awk '{ print } $0 == "TARGETS += user_events" { print "TARGETS += vhost_blk" }' "$sm" \
 	>"$sm.tmp" && mv "$sm.tmp" "$sm"
 maintainers_add "F:	tools/testing/selftests/vhost_blk/"
-commit "$series_dir/10-selftests.txt"
+commit "$series_dir/11-selftests.txt"
 
 # The series and its cover letter.
 rm -rf "$base/series"

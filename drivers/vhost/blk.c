@@ -16,7 +16,8 @@
  *
  * Locking: vhost_blk.init_mutex (only until the queues exist), then
  * vhost_dev.mutex, then vhost_virtqueue.mutex (the vhost core's order).
- * vhost_blk.backend and the sync task's pointers are under dev.mutex.
+ * vhost_blk.backend, the pinned memory table and the sync task's
+ * pointers are under dev.mutex.
  * Everything in a vhost_blk_vq (the backend pointer of
  * vhost_vq_get_backend(), the done_list consumer, the serial, the
  * counters, the bounce budget, the polling state and the requests kept
@@ -47,6 +48,7 @@
 #include <linux/overflow.h>
 #include <linux/pagemap.h>
 #include <linux/sizes.h>
+#include <linux/sort.h>
 #include <linux/sched/clock.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/task.h>
@@ -125,6 +127,28 @@ struct vhost_blk_backend {
 	unsigned int addr_mask;		/* DMA alignment of buffers */
 };
 
+/*
+ * One region of a memory table pinned for VHOST_BLK_SET_MEM_PINNED: the
+ * pages of the user addresses [start, start + npages * PAGE_SIZE), as
+ * they were mapped when pinned.
+ */
+struct vhost_blk_pin_region {
+	unsigned long start;
+	unsigned long npages;
+	struct page **pages;
+};
+
+/*
+ * The owner's memory table, pinned: its regions sorted by start.  The
+ * pages are charged to @mm's locked_vm; @mm is held with mmgrab().
+ */
+struct vhost_blk_pinned {
+	struct mm_struct *mm;
+	unsigned long npages;		/* in all regions */
+	unsigned int nregions;
+	struct vhost_blk_pin_region regions[];
+};
+
 struct vhost_blk_vq {
 	struct vhost_virtqueue vq;
 	unsigned int index;
@@ -198,6 +222,15 @@ struct vhost_blk {
 	 * each write reads it once, as it is taken.
 	 */
 	bool writethrough;
+	/*
+	 * VHOST_BLK_SET_MEM_PINNED: whether each new memory table is to be
+	 * pinned (pin_mem), and the one in force as pinned (pinned, or
+	 * NULL).  Both are written under dev.mutex, pinned only while no
+	 * ring has a backend and no request is in flight (vhost_blk_pause()):
+	 * the workers read it under their ring's mutex, while it has one.
+	 */
+	bool pin_mem;
+	struct vhost_blk_pinned *pinned;
 	/*
 	 * Whose cgroups pay for the guest when the vhost workers are
 	 * kthreads (dev.fork_owner clear): the owner's, or with
@@ -988,15 +1021,94 @@ static size_t vhost_blk_iter_page_offset(const struct iov_iter *iter)
 }
 
 /*
+ * The region of @pin that holds the @len bytes at user address @addr,
+ * or NULL.  Regions that overlap (one memory aliased at two guest
+ * addresses) are found by the last that starts at or below @addr.
+ */
+static const struct vhost_blk_pin_region *
+vhost_blk_pin_find(const struct vhost_blk_pinned *pin, unsigned long addr,
+		   size_t len)
+{
+	const struct vhost_blk_pin_region *r;
+	unsigned int lo = 0, hi = pin->nregions, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (pin->regions[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	r = &pin->regions[lo - 1];
+	if (addr - r->start > (r->npages << PAGE_SHIFT) ||
+	    len > (r->npages << PAGE_SHIFT) - (addr - r->start))
+		return NULL;
+	return r;
+}
+
+/*
+ * The pinned memory table, if every byte of @iter is in it: then @iter's
+ * pages are taken from it, and none is pinned for the request.
+ */
+static const struct vhost_blk_pinned *
+vhost_blk_pinned_for(struct vhost_blk_req *req, const struct iov_iter *iter)
+{
+	struct vhost_blk *blk = vhost_blk_from_vq(&req->bvq->vq);
+	const struct vhost_blk_pinned *pin = blk->pinned;
+	struct iov_iter it = *iter;
+	size_t len;
+
+	lockdep_assert_held(&req->bvq->vq.mutex);
+	if (!pin || !user_backed_iter(iter))
+		return NULL;
+	while (iov_iter_count(&it)) {
+		len = min(iter_iov_len(&it), iov_iter_count(&it));
+		if (!vhost_blk_pin_find(pin, (unsigned long)iter_iov_addr(&it),
+					len))
+			return NULL;
+		iov_iter_advance(&it, len);
+	}
+	return pin;
+}
+
+/*
+ * iov_iter_extract_pages() on the pinned table: the pages of up to
+ * @maxsize bytes of @iter's next buffer, which is in @pin.  @maxsize
+ * leaves room for them in @maxpages pages from the buffer's offset.
+ */
+static ssize_t vhost_blk_pin_extract(const struct vhost_blk_pinned *pin,
+				     struct iov_iter *iter,
+				     struct page ***pages, size_t maxsize,
+				     size_t *offset)
+{
+	unsigned long addr = (unsigned long)iter_iov_addr(iter);
+	size_t len = min3(iter_iov_len(iter), iov_iter_count(iter), maxsize);
+	const struct vhost_blk_pin_region *r;
+
+	r = vhost_blk_pin_find(pin, addr, len);
+	if (!r)
+		return -EFAULT;
+	*offset = offset_in_page(addr);
+	*pages = r->pages + ((addr - r->start) >> PAGE_SHIFT);
+	iov_iter_advance(iter, len);
+	return len;
+}
+
+/*
  * Add the pages of @iter to @bio, one bio_vec each, for as many whole
  * logical blocks (@len_mask) as it holds, pinned as direct I/O pins them:
  * a module cannot call bio_iov_iter_get_pages().  The buffers keep to the
  * device's alignment, as vhost_blk_iter_aligned() found.  Never merged:
  * a guest whose buffers share a page has it pinned once per buffer, and
  * bio_release_pages() unpins each once.  On failure nothing stays pinned.
+ * With @pin, the pages are those of the pinned memory table, which holds
+ * all of @iter: none is pinned, and the bio releases none.
  */
 static int vhost_blk_bio_add_pages(struct bio *bio, struct iov_iter *iter,
-				   unsigned int len_mask)
+				   unsigned int len_mask,
+				   const struct vhost_blk_pinned *pin)
 {
 	struct page *batch[16], **pages;
 	size_t offset, len, max;
@@ -1004,7 +1116,7 @@ static int vhost_blk_bio_add_pages(struct bio *bio, struct iov_iter *iter,
 	ssize_t size;
 	int ret;
 
-	if (iov_iter_extract_will_pin(iter))
+	if (!pin && iov_iter_extract_will_pin(iter))
 		bio_set_flag(bio, BIO_PAGE_PINNED);
 	while (iov_iter_count(iter) && bio->bi_vcnt < bio->bi_max_vecs) {
 		n = min_t(unsigned int, ARRAY_SIZE(batch),
@@ -1015,7 +1127,12 @@ static int vhost_blk_bio_add_pages(struct bio *bio, struct iov_iter *iter,
 		if (!max)
 			break;
 		pages = batch;
-		size = iov_iter_extract_pages(iter, &pages, max, n, 0, &offset);
+		if (pin)
+			size = vhost_blk_pin_extract(pin, iter, &pages, max,
+						     &offset);
+		else
+			size = iov_iter_extract_pages(iter, &pages, max, n, 0,
+						      &offset);
 		if (size <= 0) {
 			ret = size ? size : -EFAULT;
 			goto fail;
@@ -1054,19 +1171,26 @@ static void vhost_blk_submit_bio(struct vhost_blk_req *req,
 				 struct iov_iter *iter, blk_opf_t opf,
 				 bool polled)
 {
+	const struct vhost_blk_pinned *pin = vhost_blk_pinned_for(req, iter);
 	struct block_device *bdev = req->be->bdev;
 	const struct iov_iter start = *iter;
 	sector_t sector = req->sector;
 	struct bio *bio;
 	int ret;
 
+	if (pin) {
+		/* Pinned pages are dirtied as they are unpinned. */
+		req->dirty = false;
+		req->bvq->stats.reqs_pinned++;
+	}
 	while (iov_iter_count(iter)) {
 		bio = bio_alloc(bdev, iov_iter_npages(iter, BIO_MAX_VECS),
 				opf, GFP_KERNEL);
 		bio->bi_iter.bi_sector = sector;
 		bio->bi_end_io = vhost_blk_bio_end_io;
 		bio->bi_private = req;
-		ret = vhost_blk_bio_add_pages(bio, iter, req->be->len_mask);
+		ret = vhost_blk_bio_add_pages(bio, iter, req->be->len_mask,
+					      pin);
 		if (unlikely(ret)) {
 			bio_put(bio);
 			WRITE_ONCE(req->result, VIRTIO_BLK_S_IOERR);
@@ -2924,6 +3048,169 @@ static long vhost_blk_resume(struct vhost_blk *blk,
 	return ret;
 }
 
+/* Pages per pin_user_pages_fast(): how long a fatal signal waits. */
+#define VHOST_BLK_PIN_BATCH	SZ_64K
+
+/* Unpin @pin's pages, dirty (the device may have written any); free it. */
+static void vhost_blk_unpin(struct vhost_blk_pinned *pin)
+{
+	struct vhost_blk_pin_region *r;
+	unsigned int i;
+
+	if (!pin)
+		return;
+	for (i = 0; i < pin->nregions; i++) {
+		r = &pin->regions[i];
+		unpin_user_pages_dirty_lock(r->pages, r->npages, true);
+		kvfree(r->pages);
+	}
+	if (mmget_not_zero(pin->mm)) {
+		account_locked_vm(pin->mm, pin->npages, false);
+		mmput(pin->mm);
+	}
+	mmdrop(pin->mm);
+	kfree(pin);
+}
+
+/* Pin the pages of @r, whose start and npages are set: 0 or -errno. */
+static int vhost_blk_pin_region(struct vhost_blk_pin_region *r)
+{
+	unsigned long done = 0;
+	int n, ret;
+
+	r->pages = kvmalloc_array(r->npages, sizeof(*r->pages),
+				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	if (!r->pages)
+		return -ENOMEM;
+	while (done < r->npages) {
+		n = pin_user_pages_fast(r->start + (done << PAGE_SHIFT),
+					min_t(unsigned long, r->npages - done,
+					      VHOST_BLK_PIN_BATCH),
+					FOLL_WRITE | FOLL_LONGTERM,
+					r->pages + done);
+		if (n <= 0) {
+			ret = n ? n : -EFAULT;
+			goto fail;
+		}
+		done += n;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			goto fail;
+		}
+		cond_resched();
+	}
+	return 0;
+fail:
+	unpin_user_pages(r->pages, done);
+	kvfree(r->pages);
+	return ret;
+}
+
+static int vhost_blk_pin_cmp(const void *a, const void *b)
+{
+	const struct vhost_blk_pin_region *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/*
+ * Pin the memory table VHOST_SET_MEM_TABLE is given at @argp, in the
+ * caller's mm, for VHOST_BLK_SET_MEM_PINNED.  The vhost core reads the
+ * table again: should the VMM change it in between, requests outside
+ * what was pinned pin their own pages.
+ */
+static struct vhost_blk_pinned *vhost_blk_pin_table(void __user *argp)
+{
+	struct vhost_memory __user *m = argp;
+	struct vhost_memory_region *mr;
+	struct vhost_blk_pin_region *r;
+	struct vhost_blk_pinned *pin;
+	struct vhost_memory mem;
+	unsigned int i;
+	int ret;
+
+	if (copy_from_user(&mem, m, sizeof(mem)))
+		return ERR_PTR(-EFAULT);
+	/* The vhost core's own bound (its max_mem_regions is a ushort). */
+	if (mem.nregions > U16_MAX)
+		return ERR_PTR(-E2BIG);
+	mr = memdup_user(m->regions, array_size(mem.nregions, sizeof(*mr)));
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	pin = kzalloc(struct_size(pin, regions, mem.nregions),
+		      GFP_KERNEL_ACCOUNT);
+	if (!pin) {
+		ret = -ENOMEM;
+		goto free_mr;
+	}
+	for (i = 0; i < mem.nregions; i++) {
+		r = &pin->regions[i];
+		if (!mr[i].memory_size ||
+		    !access_ok(u64_to_user_ptr(mr[i].userspace_addr),
+			       mr[i].memory_size)) {
+			ret = -EFAULT;
+			goto free_pin;
+		}
+		r->start = ALIGN_DOWN(mr[i].userspace_addr, PAGE_SIZE);
+		r->npages = (PAGE_ALIGN(mr[i].userspace_addr +
+					mr[i].memory_size) - r->start) >>
+			    PAGE_SHIFT;
+		pin->npages += r->npages;
+	}
+	ret = account_locked_vm(current->mm, pin->npages, true);
+	if (ret)
+		goto free_pin;
+	pin->mm = current->mm;
+	mmgrab(pin->mm);
+	for (i = 0; i < mem.nregions; i++) {
+		ret = vhost_blk_pin_region(&pin->regions[i]);
+		if (ret)
+			break;
+		pin->nregions++;
+	}
+	if (ret) {
+		vhost_blk_unpin(pin);
+		pin = ERR_PTR(ret);
+	} else {
+		sort(pin->regions, pin->nregions, sizeof(*r),
+		     vhost_blk_pin_cmp, NULL);
+	}
+	kfree(mr);
+	return pin;
+free_pin:
+	kfree(pin);
+free_mr:
+	kfree(mr);
+	return ERR_PTR(ret);
+}
+
+static long vhost_blk_set_mem_pinned(struct vhost_blk *blk, u32 __user *argp)
+{
+	struct vhost_blk_backend *be;
+	u32 on;
+	long ret;
+
+	if (get_user(on, argp))
+		return -EFAULT;
+	if (on > 1)
+		return -EINVAL;
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret)
+		goto out;
+	blk->pin_mem = on;
+	if (!on && blk->pinned) {
+		/* No request may be left on the pages. */
+		be = vhost_blk_pause(blk);
+		vhost_blk_unpin(blk->pinned);
+		blk->pinned = NULL;
+		ret = vhost_blk_resume(blk, be);
+	}
+out:
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
 /*
  * A request in flight holds the host addresses of its buffers and status
  * byte, translated through the memory table in force when it was taken.
@@ -2933,6 +3220,7 @@ static long vhost_blk_resume(struct vhost_blk *blk,
 static long vhost_blk_set_mem_table(struct vhost_blk *blk,
 				    void __user *argp)
 {
+	struct vhost_blk_pinned *pin = NULL;
 	struct vhost_blk_backend *be;
 	long ret, err;
 
@@ -2940,6 +3228,14 @@ static long vhost_blk_set_mem_table(struct vhost_blk *blk,
 	ret = vhost_dev_check_owner(&blk->dev);
 	if (ret)
 		goto out;
+	/* Pinned while the rings still serve on the old table. */
+	if (blk->pin_mem) {
+		pin = vhost_blk_pin_table(argp);
+		if (IS_ERR(pin)) {
+			ret = PTR_ERR(pin);
+			goto out;
+		}
+	}
 	/*
 	 * Killable: a VMM changing its memory map must not be held for
 	 * ever by storage that stopped answering.  Killed, the old table
@@ -2952,6 +3248,10 @@ static long vhost_blk_set_mem_table(struct vhost_blk *blk,
 	}
 	if (!ret)
 		ret = vhost_dev_ioctl(&blk->dev, VHOST_SET_MEM_TABLE, argp);
+	/* The old table's pages once it is replaced, else the new one's. */
+	if (!ret)
+		swap(blk->pinned, pin);
+	vhost_blk_unpin(pin);
 	err = vhost_blk_resume(blk, be);
 	if (!ret)
 		ret = err;
@@ -3014,6 +3314,8 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 		goto out;
 	}
 	vhost_blk_detach(blk);
+	vhost_blk_unpin(blk->pinned);
+	blk->pinned = NULL;
 	vhost_blk_sync_stop(blk);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_reset_owner(&blk->dev, umem);
@@ -3124,6 +3426,8 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	atomic_inc(&blk->ctl_waiters);
 	mutex_lock(&blk->dev.mutex);
 	vhost_blk_detach(blk);
+	vhost_blk_unpin(blk->pinned);
+	blk->pinned = NULL;
 	vhost_blk_sync_stop(blk);
 	mutex_unlock(&blk->dev.mutex);
 
@@ -3182,6 +3486,8 @@ static long vhost_blk_do_ioctl(struct vhost_blk *blk, unsigned int ioctl,
 		return vhost_blk_reset_owner(blk);
 	case VHOST_BLK_CHARGE_PEER:
 		return vhost_blk_charge_peer(blk, argp);
+	case VHOST_BLK_SET_MEM_PINNED:
+		return vhost_blk_set_mem_pinned(blk, argp);
 	case VHOST_NEW_WORKER:
 	case VHOST_FREE_WORKER:
 	case VHOST_ATTACH_VRING_WORKER:

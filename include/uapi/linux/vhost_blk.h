@@ -152,6 +152,31 @@ struct vhost_blk_config {
 #define VHOST_BLK_CHARGE_PEER	_IOW(VHOST_VIRTIO, 0x57, __s32)
 
 /*
+ * VHOST_BLK_SET_MEM_PINNED - with 1, pin the owner's memory once per
+ * memory table, as io_uring pins registered buffers, rather than once per
+ * request: every VHOST_SET_MEM_TABLE from then on pins the pages of its
+ * regions (FOLL_LONGTERM, writable) before the table takes over, and
+ * unpins those of the table it replaces.  Reads and writes on a block
+ * device backend are then built on those pages, with no page pinned or
+ * unpinned for them; a request whose buffers are not all in the table
+ * (or a file backend) pins its pages itself, as without this.  With 0,
+ * unpin now; the next table is not pinned.  The choice holds for the
+ * life of the fd; VHOST_RESET_OWNER and the release unpin.
+ *
+ * The pages are charged to the owner's RLIMIT_MEMLOCK (its mm's
+ * locked_vm) unless it has CAP_IPC_LOCK, and the page arrays to its
+ * memory cgroup.  A table that cannot be pinned leaves the old one in
+ * force and fails VHOST_SET_MEM_TABLE: ENOMEM past RLIMIT_MEMLOCK,
+ * EFAULT for a region not mapped writable, and what pin_user_pages()
+ * refuses (FOLL_LONGTERM takes anonymous, shmem and hugetlbfs memory,
+ * not a file mapping that needs writeback).  The pages are those mapped
+ * when the table was pinned: a VMM that maps other memory at a region's
+ * address must send the table again.  EINVAL for a value other than 0 or
+ * 1.  Owner only.
+ */
+#define VHOST_BLK_SET_MEM_PINNED	_IOW(VHOST_VIRTIO, 0x58, __u32)
+
+/*
  * Per-queue counters.  Each counts since the device was opened (or since
  * the last read with VHOST_BLK_STATS_RESET).  The struct grows at its end
  * as counters are added, without a new ioctl number: @argsz says how
@@ -205,6 +230,12 @@ struct vhost_blk_vring_stats {
 	__u64 polled_bios;
 	__u64 poll_reaped;
 	__u64 poll_fallbacks;
+	/*
+	 * Reads and writes on a block device built on the pinned memory
+	 * table (VHOST_BLK_SET_MEM_PINNED), with no page pinned for them
+	 * (one sent again unpolled counts again).
+	 */
+	__u64 reqs_pinned;
 };
 
 /* The header: argsz, index, flags, reserved. */

@@ -109,21 +109,37 @@ int vblk_set_features(int fd, uint64_t features)
 	return VBLK_IOCTL(fd, VHOST_SET_FEATURES, &features);
 }
 
-int vblk_set_mem_table(int fd, const struct guest_mem *gm)
+int vblk_set_mem_regions(int fd, const struct guest_mem *const *gms,
+			 unsigned int n)
 {
 	struct vhost_memory *mem;
+	unsigned int i;
 	int err;
 
-	mem = calloc(1, sizeof(*mem) + sizeof(mem->regions[0]));
+	mem = calloc(1, sizeof(*mem) + n * sizeof(mem->regions[0]));
 	if (!mem)
 		return -ENOMEM;
-	mem->nregions = 1;
-	mem->regions[0].guest_phys_addr = gm->gpa;
-	mem->regions[0].memory_size = gm->size;
-	mem->regions[0].userspace_addr = (uint64_t)(uintptr_t)gm->va;
+	mem->nregions = n;
+	for (i = 0; i < n; i++) {
+		mem->regions[i].guest_phys_addr = gms[i]->gpa;
+		mem->regions[i].memory_size = gms[i]->size;
+		mem->regions[i].userspace_addr = (uint64_t)(uintptr_t)gms[i]->va;
+	}
 	err = VBLK_IOCTL(fd, VHOST_SET_MEM_TABLE, mem);
 	free(mem);
 	return err;
+}
+
+int vblk_set_mem_table(int fd, const struct guest_mem *gm)
+{
+	return vblk_set_mem_regions(fd, &gm, 1);
+}
+
+int vblk_set_mem_pinned(int fd, bool on)
+{
+	uint32_t val = on;
+
+	return VBLK_IOCTL(fd, VHOST_BLK_SET_MEM_PINNED, &val);
 }
 
 int vblk_set_vring_addr(int fd, const struct vq *vq, bool log)

@@ -117,6 +117,11 @@ int vblk_open_fd_workers(bool kthread_workers);
 int vblk_get_features(int fd, uint64_t *features);
 int vblk_set_features(int fd, uint64_t features);
 int vblk_set_mem_table(int fd, const struct guest_mem *gm);
+/* A table of @n regions, each one guest_mem; the caller keeps them. */
+int vblk_set_mem_regions(int fd, const struct guest_mem *const *gms,
+			 unsigned int n);
+/* VHOST_BLK_SET_MEM_PINNED: pin each memory table from the next one on. */
+int vblk_set_mem_pinned(int fd, bool on);
 int vblk_setup_vq(int fd, const struct vq *vq, uint16_t base);
 /*
  * VHOST_SET_VRING_ADDR for @vq; with @log, its used ring is logged for a

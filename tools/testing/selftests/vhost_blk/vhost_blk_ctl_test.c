@@ -8,11 +8,13 @@
  * The backend is VHOST_BLK_TEST_DEV (see vblk_test.h).
  */
 #include <limits.h>
+#include <linux/capability.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1911,9 +1913,8 @@ static void page_req(struct __test_metadata *_metadata, struct env *e,
  * data, every status byte, the used ring.  A write's data, which it only
  * read, stays clean, and so does everything else.  Logging off, nothing.
  */
-TEST_F(vhost_blk_ctl, dirty_log_marks_exactly_the_pages_written)
+static void dirty_log_check(struct __test_metadata *_metadata, struct env *e)
 {
-	struct env *e = &self->e;
 	struct vq *vq = &e->dev.vq[0];
 	size_t mark = guest_mark(&e->gm), size;
 	uint8_t *bits = log_alloc(_metadata, e, &size);
@@ -1961,6 +1962,24 @@ TEST_F(vhost_blk_ctl, dirty_log_marks_exactly_the_pages_written)
 	blk_req_free(&again);
 	guest_release(&e->gm, mark);
 	free(bits);
+}
+
+TEST_F(vhost_blk_ctl, dirty_log_marks_exactly_the_pages_written)
+{
+	dirty_log_check(_metadata, &self->e);
+}
+
+/*
+ * Pinned memory (VHOST_BLK_SET_MEM_PINNED) is written without a page
+ * pinned per request: the dirty log must not notice the difference.
+ */
+TEST_F(vhost_blk_ctl, dirty_log_marks_the_pages_written_in_pinned_memory)
+{
+	struct env *e = &self->e;
+
+	ASSERT_EQ(0, vblk_set_mem_pinned(e->dev.fd, true));
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	dirty_log_check(_metadata, e);
 }
 
 /*
@@ -2016,6 +2035,259 @@ TEST_F_TIMEOUT(vhost_blk_ctl, dirty_logging_starts_after_requests_in_flight,
 	free(req);
 	guest_release(&e->gm, mark);
 	free(bits);
+}
+
+/* The caller's locked memory (VmLck: its mm's locked_vm), in KiB. */
+static long vm_locked_kib(struct __test_metadata *_metadata)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	ASSERT_NE(NULL, f) TH_LOG("/proc/self/status: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	ASSERT_LE(0, kib) TH_LOG("no VmLck in /proc/self/status");
+	return kib;
+}
+
+static uint64_t reqs_pinned(struct __test_metadata *_metadata, int fd)
+{
+	struct vhost_blk_vring_stats st;
+
+	ASSERT_EQ(0, vblk_get_stats(fd, 0, 0, &st));
+	return st.reqs_pinned;
+}
+
+static bool backend_is_bdev(const struct env *e)
+{
+	struct stat st;
+
+	return !fstat(e->backend_fd, &st) && S_ISBLK(st.st_mode);
+}
+
+/*
+ * VHOST_BLK_SET_MEM_PINNED pins the next memory table, charges it to the
+ * owner's locked memory, and a block device's reads and writes are built
+ * on it: counted in reqs_pinned, with the data where it belongs, in one
+ * buffer or three.  A file's requests pin their own pages, as before.
+ * Turned off, the pages are unpinned at once; a close unpins them too.
+ */
+TEST_F(vhost_blk_ctl, pinned_memory_serves_io_and_is_charged_to_memlock)
+{
+	static const uint32_t segs[] = { 512, 3584, 8192 };
+	const struct layout three = { .nseg = 3, .seg = segs };
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	uint64_t per_bdev = backend_is_bdev(e) ? 1 : 0;
+	long before = vm_locked_kib(_metadata);
+
+	/* Asked for, it waits for the next table. */
+	ASSERT_EQ(0, vblk_set_mem_pinned(e->dev.fd, true));
+	EXPECT_EQ(before, vm_locked_kib(_metadata));
+	rw_verify(_metadata, e, vq, 2048, 4096, NULL, NULL);
+	EXPECT_EQ(0U, reqs_pinned(_metadata, e->dev.fd));
+
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	EXPECT_EQ(before + (long)(e->gm.size >> 10), vm_locked_kib(_metadata));
+	rw_verify(_metadata, e, vq, 2048, 4096, NULL, NULL);
+	rw_verify(_metadata, e, vq, 4096, 12288, &three, &three);
+	rw_verify(_metadata, e, vq, 8192, 1 << 20, NULL, NULL);
+	EXPECT_EQ(6 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
+
+	ASSERT_EQ(0, vblk_set_mem_pinned(e->dev.fd, false));
+	EXPECT_EQ(before, vm_locked_kib(_metadata));
+	rw_verify(_metadata, e, vq, 2048, 4096, NULL, NULL);
+	EXPECT_EQ(6 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
+
+	ASSERT_EQ(0, vblk_set_mem_pinned(e->dev.fd, true));
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	EXPECT_EQ(before + (long)(e->gm.size >> 10), vm_locked_kib(_metadata));
+	vblk_close(&e->dev);
+	EXPECT_EQ(before, vm_locked_kib(_metadata));
+}
+
+/* Write a fresh pattern and read it back, each request wholly in @gm. */
+static void rw_verify_in(struct __test_metadata *_metadata, struct env *e,
+			 struct guest_mem *gm, uint64_t sector, uint32_t len)
+{
+	struct blk_req_spec spec = {
+		.type = VIRTIO_BLK_T_OUT, .sector = sector, .nseg = 1,
+		.seg_len = &len,
+	};
+	struct vq *vq = &e->dev.vq[0];
+	size_t mark = guest_mark(gm);
+	struct blk_req wr, rd;
+
+	ASSERT_EQ(0, blk_req_prep(&wr, gm, &spec));
+	pattern_fill(wr.data[0], len, new_seed(e), sector * SECTOR);
+	spec.type = VIRTIO_BLK_T_IN;
+	ASSERT_EQ(0, blk_req_prep(&rd, gm, &spec));
+	ASSERT_EQ(0, blk_req_run(vq, &wr));
+	ASSERT_STATUS(VIRTIO_BLK_S_OK, *wr.status, "write at sector %llu",
+		      (unsigned long long)sector);
+	ASSERT_EQ(0, blk_req_run(vq, &rd));
+	ASSERT_STATUS(VIRTIO_BLK_S_OK, *rd.status, "read at sector %llu",
+		      (unsigned long long)sector);
+	expect_same(_metadata, wr.data[0], rd.data[0], len, "read back");
+	blk_req_free(&wr);
+	blk_req_free(&rd);
+	guest_release(gm, mark);
+}
+
+/*
+ * Memory hot-plug: a table with a second region pins it as well, and a
+ * request whose every buffer is in it is served from it.  Unplugged, the
+ * region's pages are unpinned; VHOST_RESET_OWNER unpins the rest.
+ */
+TEST_F(vhost_blk_ctl, set_mem_table_pins_the_new_regions_and_unpins_the_old)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	uint64_t per_bdev = backend_is_bdev(e) ? 1 : 0;
+	long before = vm_locked_kib(_metadata);
+	const struct guest_mem *two[2];
+	struct guest_mem gm2;
+
+	ASSERT_EQ(0, guest_mem_init(&gm2, 8 << 20,
+				    e->gm.gpa + e->gm.size + (1ULL << 30)));
+	two[0] = &e->gm;
+	two[1] = &gm2;
+	ASSERT_EQ(0, vblk_set_mem_pinned(e->dev.fd, true));
+	ASSERT_EQ(0, vblk_set_mem_regions(e->dev.fd, two, 2));
+	EXPECT_EQ(before + (long)((e->gm.size + gm2.size) >> 10),
+		  vm_locked_kib(_metadata));
+
+	rw_verify_in(_metadata, e, &gm2, 6000, 65536);
+	EXPECT_EQ(2 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
+
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	EXPECT_EQ(before + (long)(e->gm.size >> 10), vm_locked_kib(_metadata));
+	rw_verify(_metadata, e, vq, 6000, 4096, NULL, NULL);
+	EXPECT_EQ(4 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
+
+	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_RESET_OWNER, NULL));
+	EXPECT_EQ(before, vm_locked_kib(_metadata));
+	guest_mem_destroy(&gm2);
+}
+
+/*
+ * A table that cannot be pinned fails VHOST_SET_MEM_TABLE and leaves the
+ * old one in force, nothing pinned or charged: a region that is not
+ * mapped writable, one of no bytes, one past what user space can map,
+ * one that is not mapped at all.
+ */
+TEST_F(vhost_blk_ctl, a_table_that_cannot_be_pinned_fails_and_keeps_the_old)
+{
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	long before = vm_locked_kib(_metadata);
+	const size_t len = 1 << 20;
+	struct guest_mem bad = {
+		.size = len, .gpa = e->gm.gpa + e->gm.size + (1ULL << 30),
+	};
+	const struct guest_mem *two[2] = { &e->gm, &bad };
+	struct {
+		const char *what;
+		size_t size;
+		int prot;
+		bool unmap;
+	} tries[] = {
+		{ "a read-only region", len, PROT_READ, false },
+		{ "a region of no bytes", 0, PROT_READ | PROT_WRITE, false },
+		{ "a region of 2^62 bytes", 1ULL << 62, PROT_READ | PROT_WRITE,
+		  false },
+		{ "an unmapped region", len, PROT_READ | PROT_WRITE, true },
+	};
+	unsigned int i;
+	int err;
+
+	ASSERT_EQ(0, vblk_set_mem_pinned(e->dev.fd, true));
+	for (i = 0; i < ARRAY_SIZE(tries); i++) {
+		bad.va = mmap(NULL, len, tries[i].prot,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
+			      0);
+		ASSERT_NE(MAP_FAILED, bad.va);
+		bad.size = tries[i].size;
+		if (tries[i].unmap)
+			ASSERT_EQ(0, munmap(bad.va, len));
+		err = vblk_set_mem_regions(e->dev.fd, two, 2);
+		EXPECT_TRUE(err == -EFAULT || err == -ENOMEM)
+			TH_LOG("%s: %s", tries[i].what, strerror(-err));
+		EXPECT_EQ(before, vm_locked_kib(_metadata))
+			TH_LOG("after %s", tries[i].what);
+		rw_verify(_metadata, e, vq, 7000 + i * 8, 4096, NULL, NULL);
+		if (!tries[i].unmap)
+			munmap(bad.va, len);
+	}
+	EXPECT_EQ(0U, reqs_pinned(_metadata, e->dev.fd));
+	/* And a good one is pinned after them. */
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	EXPECT_EQ(before + (long)(e->gm.size >> 10), vm_locked_kib(_metadata));
+}
+
+/*
+ * The child's half of pinning_past_rlimit_memlock_is_enomem: without
+ * CAP_IPC_LOCK and with 1 MiB of RLIMIT_MEMLOCK, a device of its own
+ * cannot pin its 64 MiB table (ENOMEM), and serves on, unpinned, with
+ * nothing charged; with the limit raised it can.  Returns the step that
+ * failed, 0 if none.
+ */
+static int child_pins_past_memlock(struct env *e)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct cap[2];
+	struct rlimit rl = { .rlim_cur = 1 << 20, .rlim_max = RLIM_INFINITY };
+	uint32_t len = 4096;
+	struct blk_req_spec spec = {
+		.type = VIRTIO_BLK_T_IN, .nseg = 1, .seg_len = &len,
+	};
+	struct vhost_blk_vring_stats st;
+	struct vblk_dev dev;
+	struct blk_req req;
+	int ret = 0;
+
+	if (syscall(SYS_capget, &hdr, cap))
+		return 1;
+	cap[0].effective &= ~(1U << CAP_IPC_LOCK);
+	if (syscall(SYS_capset, &hdr, cap) || setrlimit(RLIMIT_MEMLOCK, &rl))
+		return 2;
+	if (env_open_dev(e, &dev, 1, 0, 0))
+		return 3;
+	if (vblk_set_mem_pinned(dev.fd, true) ||
+	    vblk_set_mem_table(dev.fd, &e->gm) != -ENOMEM)
+		ret = 4;
+	else if (blk_req_prep(&req, &e->gm, &spec) ||
+		 blk_req_run(&dev.vq[0], &req) ||
+		 *req.status != VIRTIO_BLK_S_OK)
+		ret = 5;
+	else if (vblk_get_stats(dev.fd, 0, 0, &st) || st.reqs_pinned)
+		ret = 6;
+	rl.rlim_cur = RLIM_INFINITY;
+	if (!ret && (setrlimit(RLIMIT_MEMLOCK, &rl) ||
+		     vblk_set_mem_table(dev.fd, &e->gm)))
+		ret = 7;
+	vblk_close(&dev);
+	return ret;
+}
+
+TEST_F(vhost_blk_ctl, pinning_past_rlimit_memlock_is_enomem)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(child_pins_past_memlock(&self->e));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status))
+		TH_LOG("the child failed at step %d", WEXITSTATUS(status));
 }
 
 TEST_HARNESS_MAIN

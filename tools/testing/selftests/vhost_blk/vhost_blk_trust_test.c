@@ -188,6 +188,7 @@ static int child_tries_ioctls(struct env *e)
 	};
 	struct vhost_worker_state worker = {};
 	char serial[VHOST_BLK_SERIAL_LEN] = "not-the-owner";
+	uint32_t one = 1;
 	uint64_t plain = dev->features;
 	uint64_t log = dev->features | VBLK_F(VHOST_F_LOG_ALL);
 	size_t size = e->gm.size;
@@ -210,6 +211,7 @@ static int child_tries_ioctls(struct env *e)
 		{ "VHOST_SET_VRING_NUM", VHOST_SET_VRING_NUM, &num },
 		{ "VHOST_RESET_OWNER", VHOST_RESET_OWNER, NULL },
 		{ "VHOST_NEW_WORKER", VHOST_NEW_WORKER, &worker },
+		{ "VHOST_BLK_SET_MEM_PINNED", VHOST_BLK_SET_MEM_PINNED, &one },
 	};
 	unsigned int i;
 
