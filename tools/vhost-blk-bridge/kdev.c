@@ -481,6 +481,14 @@ int kdev_open(struct kdev *k, const struct kdev_params *p, int peer)
 		goto err;
 	}
 
+	if (p->pin_memory) {
+		uint32_t on = 1;
+
+		ret = KDEV_IOCTL(k, VHOST_BLK_SET_MEM_PINNED, &on);
+		if (ret)
+			goto err;
+	}
+
 	if (p->serial) {
 		/* NUL-padded, not necessarily NUL-terminated. */
 		memset(serial, 0, sizeof(serial));

@@ -86,6 +86,8 @@ struct kdev_params {
 	bool poll_completions;		/* ... VHOST_BLK_POLL_COMPLETIONS */
 	/* VHOST_NEW_WORKER for each queue after the first (vhost_tasks). */
 	bool worker_per_queue;
+	/* VHOST_BLK_SET_MEM_PINNED: the guest's memory pinned per table. */
+	bool pin_memory;
 	const char *serial;		/* NULL: the module's default */
 	enum kdev_charge charge;	/* whose cgroups pay for the guest */
 };

@@ -71,6 +71,10 @@ static void usage(FILE *f)
 "                           not one for all; its workers are threads of\n"
 "                           the bridge, so the guest is charged to the\n"
 "                           bridge (not with --charge frontend)\n"
+"      --pin-memory         pin the guest's memory once per memory table\n"
+"                           rather than per request (VHOST_BLK_SET_MEM_PINNED):\n"
+"                           needs CAP_IPC_LOCK or an RLIMIT_MEMLOCK as large\n"
+"                           as the guest's memory\n"
 "      --device PATH        vhost-blk device (default " DEFAULT_DEVICE ")\n"
 "      --once               exit when the first frontend disconnects\n"
 "      --stats-interval S   print the queue counters every S seconds\n"
@@ -159,7 +163,7 @@ int main(int argc, char **argv)
 {
 	enum {
 		OPT_SERIAL = 256, OPT_POLL_US, OPT_POLL_ADAPTIVE, OPT_DEVICE,
-		OPT_POLL_COMPLETIONS, OPT_WORKER_PER_QUEUE,
+		OPT_POLL_COMPLETIONS, OPT_WORKER_PER_QUEUE, OPT_PIN_MEMORY,
 		OPT_ONCE, OPT_STATS_INTERVAL, OPT_MSG_TIMEOUT, OPT_SOCKET_FD,
 		OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_ALLOW_UID, OPT_SHARED,
 		OPT_CHARGE,
@@ -182,6 +186,7 @@ int main(int argc, char **argv)
 		{ "poll-adaptive", no_argument, NULL, OPT_POLL_ADAPTIVE },
 		{ "poll-completions", no_argument, NULL, OPT_POLL_COMPLETIONS },
 		{ "worker-per-queue", no_argument, NULL, OPT_WORKER_PER_QUEUE },
+		{ "pin-memory", no_argument, NULL, OPT_PIN_MEMORY },
 		{ "device", required_argument, NULL, OPT_DEVICE },
 		{ "once", no_argument, NULL, OPT_ONCE },
 		{ "stats-interval", required_argument, NULL, OPT_STATS_INTERVAL },
@@ -282,6 +287,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WORKER_PER_QUEUE:
 			params.kdev.worker_per_queue = true;
+			break;
+		case OPT_PIN_MEMORY:
+			params.kdev.pin_memory = true;
 			break;
 		case OPT_DEVICE:
 			params.kdev.path = optarg;

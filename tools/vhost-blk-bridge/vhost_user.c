@@ -482,6 +482,8 @@ static int kernel_mem_table(struct vu_session *s, struct vu_msg *m,
 	ret = quiesce(s);
 	if (!ret)
 		ret = KDEV_IOCTL(&s->kdev, VHOST_SET_MEM_TABLE, km);
+	if (ret == -ENOMEM && s->p->kdev.pin_memory)
+		vbb_err("--pin-memory: the guest's memory could not be pinned: the bridge needs CAP_IPC_LOCK or an RLIMIT_MEMLOCK as large as the guest's memory (LimitMEMLOCK= in its unit)");
 	free(km);
 	return ret;
 }

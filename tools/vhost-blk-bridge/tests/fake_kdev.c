@@ -206,6 +206,8 @@ static int fake_do(struct fake *f, struct fake_call *c, unsigned long req,
 		return w->index < f->nvqs && w->worker_id <= f->workers ?
 		       0 : -EINVAL;
 	}
+	case VHOST_BLK_SET_MEM_PINNED:
+		return *(__u32 *)arg <= 1 ? 0 : -EINVAL;
 	case VHOST_SET_MEM_TABLE:
 		/* vhost's max_mem_regions, by default. */
 		if (((const struct vhost_memory *)arg)->nregions >
@@ -271,7 +273,8 @@ int fake_ioctl(void *priv, int fd, unsigned long req, void *arg)
 		c->fd_valid = fd_is_open(c->a.file.fd);
 	} else if (req == VHOST_SET_FEATURES) {
 		c->a.u64 = *(uint64_t *)arg;
-	} else if (req == VHOST_BLK_SET_NUM_QUEUES) {
+	} else if (req == VHOST_BLK_SET_NUM_QUEUES ||
+		   req == VHOST_BLK_SET_MEM_PINNED) {
 		c->a.state.num = *(__u32 *)arg;
 	} else if (req == VHOST_SET_FORK_FROM_OWNER) {
 		c->a.u64 = *(__u8 *)arg;

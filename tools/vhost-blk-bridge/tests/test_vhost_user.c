@@ -2085,6 +2085,35 @@ static void t_worker_per_queue(struct env *e)
 	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "reopen");
 }
 
+/*
+ * --pin-memory asks for VHOST_BLK_SET_MEM_PINNED before the frontend's
+ * first memory table, and a table the kernel cannot pin (ENOMEM) fails
+ * SET_MEM_TABLE with the reason told: RLIMIT_MEMLOCK.
+ */
+static void t_pin_memory(struct env *e)
+{
+	int i, ret;
+
+	e->p.kdev.pin_memory = true;
+	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "open");
+	i = find_call(&e->fake, VHOST_BLK_SET_MEM_PINNED, 0);
+	CHECK(i >= 0 && e->fake.calls[i].a.state.num == 1 &&
+	      !e->fake.calls[i].ret, "VHOST_BLK_SET_MEM_PINNED 1 not asked");
+	CHECK(find_call(&e->fake, VHOST_SET_MEM_TABLE, 0) < 0,
+	      "a memory table before the pinning was asked");
+	e->fake.fail_req = VHOST_SET_MEM_TABLE;
+	e->fake.fail_errno = ENOMEM;
+	ret = set_mem_table(e, VU_VERSION | VU_NEED_REPLY);
+	CHECK(ret == -1, "handle: %d", ret);
+	expect_ack(e, false, VU_SET_MEM_TABLE);
+	CHECK(log_has("RLIMIT_MEMLOCK"), "no clear error");
+	e->fake.fail_req = 0;
+	e->p.kdev.pin_memory = false;
+	CHECK(reopen_charge(e, KDEV_CHARGE_AUTO) == 0, "reopen");
+	CHECK(find_call(&e->fake, VHOST_BLK_SET_MEM_PINNED, 0) < 0,
+	      "pinned without --pin-memory");
+}
+
 static void t_too_many_queues(struct env *e)
 {
 	vu_session_close(&e->s);
@@ -2812,6 +2841,7 @@ static const struct test tests[] = {
 	{ "open: queue count, owner, busy poll, adaptive poll, serial", t_open_params, false },
 	{ "open: the guest is charged to the frontend's cgroups", t_charge_frontend, false },
 	{ "--worker-per-queue and --poll-completions", t_worker_per_queue, false },
+	{ "--pin-memory: pinned before the first table; ENOMEM explained", t_pin_memory, false },
 	{ "--num-queues above the module's max_queues", t_too_many_queues, false },
 	{ "/dev/vhost-blk missing", t_open_fails, false },
 	{ "queue counters", t_stats, false },
