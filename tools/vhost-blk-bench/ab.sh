@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# A/B two builds of vhost_blk.ko in one test VM: the same vhost-blk-bench
+# A/B two builds of vhost_blk.ko, or one build with two sets of
+# vhost-blk-bench options, in one test VM: the same vhost-blk-bench
 # points on brd and a null_blk, module A then module B, round after round
 # (rmmod/insmod between), so that both see the same machine at nearly the
 # same time.  Prints, per point, every round's IOPS and the median back-end
@@ -10,6 +11,7 @@
 # Host side:
 #   tools/testing/vhost-blk-ci/vm/run-vm.sh --tcg-threads single \
 #       --out DIR -- bash tools/vhost-blk-bench/ab.sh A.ko B.ko
+#   ... -- bash tools/vhost-blk-bench/ab.sh --b-args --pin-memory X.ko X.ko
 #
 # Under TCG the figures are those of an emulated CPU: only B/A carries
 # over, and only where it is well outside the round-to-round spread.
@@ -35,6 +37,9 @@ Options:
   --rw LIST        vhost-blk-bench -r (default randread,randwrite)
   --iodepth LIST   vhost-blk-bench -q (default 1,32)
   --runtime SEC    measured seconds per point (default 2)
+  --a-args ARGS    more vhost-blk-bench options for A's runs (split at
+                   spaces), e.g. --b-args --pin-memory with A.ko = B.ko
+  --b-args ARGS    the same for B's runs
   --out DIR        where ab.jsonl goes (default \$VHOST_BLK_VM_OUT)
   -h, --help       this text
 EOF
@@ -47,6 +52,8 @@ rounds=3
 rw=randread,randwrite
 iodepth=1,32
 runtime=2
+a_args=
+b_args=
 out=${VHOST_BLK_VM_OUT:-}
 mods=()
 while [ $# -gt 0 ]; do
@@ -55,6 +62,8 @@ while [ $# -gt 0 ]; do
 	--rw)		rw=${2:?--rw needs a list}; shift 2 ;;
 	--iodepth)	iodepth=${2:?--iodepth needs a list}; shift 2 ;;
 	--runtime)	runtime=${2:?--runtime needs seconds}; shift 2 ;;
+	--a-args)	a_args=${2?--a-args needs options}; shift 2 ;;
+	--b-args)	b_args=${2?--b-args needs options}; shift 2 ;;
 	--out)		out=${2:?--out needs a directory}; shift 2 ;;
 	-h|--help)	usage; exit 0 ;;
 	-*)		die "unknown option $1 (see --help)" ;;
@@ -86,20 +95,24 @@ rmmod vhost_blk 2>/dev/null || true
 for ((r = 1; r <= rounds; r++)); do
 	for v in A B; do
 		m=${mods[0]}
-		[ "$v" = B ] && m=${mods[1]}
+		read -r -a extra <<<"$a_args"
+		if [ "$v" = B ]; then
+			m=${mods[1]}
+			read -r -a extra <<<"$b_args"
+		fi
 		insmod "$m" || die "insmod $m failed"
 		for d in /dev/ram0 "$nbdev"; do
 			"$bin" -b vhost-blk -d "$d" -r "$rw" -q "$iodepth" \
 				-t "$runtime" --tag "$v" --label "${d#/dev/}" \
-				--json "$json" --quiet >/dev/null ||
+				--json "$json" --quiet "${extra[@]}" >/dev/null ||
 				msg "round $r, $v on $d: vhost-blk-bench failed"
 		done
 		rmmod vhost_blk || die "rmmod vhost_blk failed"
 	done
 done
 
-echo "# A = ${mods[0]}"
-echo "# B = ${mods[1]}"
+echo "# A = ${mods[0]} $a_args"
+echo "# B = ${mods[1]} $b_args"
 echo "# $rounds rounds; measured under QEMU TCG emulation, not on hardware"
 # One line per point: the rounds' IOPS, the median CPU us per request;
 # the runs read with jq.

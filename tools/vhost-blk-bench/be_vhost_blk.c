@@ -199,6 +199,8 @@ static int vbk_open(struct vbk *b, struct guest *g, const struct opts *o,
 		return -ENOTSUP;
 	}
 	err = vblk_set_features(b->fd, b->features);
+	if (!err && o->pin_memory)
+		err = vblk_set_mem_pinned(b->fd, true);
 	if (!err)
 		err = vblk_set_mem_table(b->fd, &g->gm);
 	for (i = 0; !err && i < b->nq; i++) {

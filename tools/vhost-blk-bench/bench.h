@@ -73,6 +73,7 @@ struct opts {
 	unsigned int ring;		/* virtqueue size */
 	bool indirect;			/* chains in indirect tables */
 	enum workers_mode workers;
+	bool pin_memory;		/* VHOST_BLK_SET_MEM_PINNED */
 	bool split_cpus;		/* queue i on CPU i, back-end on the last */
 	uint64_t size;			/* bytes of the device addressed; 0: all */
 	uint64_t seed;

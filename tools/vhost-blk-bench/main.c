@@ -81,6 +81,8 @@ static void usage(FILE *f)
 "                        (e.g. 'qsd 10.0'); JSON \"peer\" of its runs\n"
 "  -w, --workers MODE    vhost-blk: 'shared' (one worker per device, the\n"
 "                        default) or 'per-queue' (VHOST_NEW_WORKER)\n"
+"      --pin-memory      vhost-blk: pin the guest memory once, at its memory\n"
+"                        table, not per request (VHOST_BLK_SET_MEM_PINNED)\n"
 "  -c, --cpus MODE       'any' (the default: the scheduler places every\n"
 "                        thread) or 'split': queue thread i on CPU i mod\n"
 "                        CPUs, the back-end's threads (vhost workers, the\n"
@@ -456,7 +458,7 @@ int main(int argc, char **argv)
 {
 	enum { O_RAMP = 256, O_IOS, O_BS, O_RING, O_DIRECT, O_SIZE, O_SEED,
 	       O_LABEL, O_TAG, O_ENV, O_JSON, O_SMOKE, O_QUIET, O_CPOLL,
-	       O_REPEAT, O_ROUND, O_VU_POLL, O_VU_PEER };
+	       O_REPEAT, O_ROUND, O_VU_POLL, O_VU_PEER, O_PIN_MEMORY };
 	static const struct option longopts[] = {
 		{ "dev", required_argument, NULL, 'd' },
 		{ "socket", required_argument, NULL, 's' },
@@ -473,6 +475,7 @@ int main(int argc, char **argv)
 		{ "repeat", required_argument, NULL, O_REPEAT },
 		{ "round", required_argument, NULL, O_ROUND },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "pin-memory", no_argument, NULL, O_PIN_MEMORY },
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "runtime", required_argument, NULL, 't' },
 		{ "ramp", required_argument, NULL, O_RAMP },
@@ -575,6 +578,7 @@ int main(int argc, char **argv)
 		case O_JSON: o.json = optarg; break;
 		case O_SMOKE: o.smoke = true; break;
 		case O_QUIET: o.quiet = true; break;
+		case O_PIN_MEMORY: o.pin_memory = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -137,8 +137,11 @@ void report_table(FILE *out, const struct opts *o, const struct result *res,
 		fprintf(out, "environment: %s\n", report_env(o));
 	fprintf(out, "%u-byte random I/O, %s, %s, %s.\nlatency in us; notif/r, kick/r: guest notifications and kicks per request; cpu/r: back-end CPU us per request (its threads + all irq/softirq time);\nvb/vu, vb/raw: vhost-blk IOPS / vhost-user back-end IOPS, / io_uring IOPS; cpu/vu: vhost-blk cpu/r / vhost-user cpu/r\n",
 		o->bs, o->ios ? "count-based" : "time-based",
-		o->workers == WORKERS_PER_QUEUE ? "one vhost worker per queue" :
-		"one vhost worker per device",
+		o->workers == WORKERS_PER_QUEUE ?
+		(o->pin_memory ? "one vhost worker per queue, guest memory pinned" :
+		 "one vhost worker per queue") :
+		(o->pin_memory ? "one vhost worker per device, guest memory pinned" :
+		 "one vhost worker per device"),
 		o->split_cpus ? "queue i on CPU i, back-end on the last CPU" :
 		"threads placed by the scheduler");
 	fprintf(out, "%-42s %-10s %9s %8s %8s %8s %7s %7s %8s %6s %6s %6s\n",
@@ -321,6 +324,8 @@ static void json_run(FILE *f, const struct opts *o, const struct result *res,
 	json_u64(f, "rep", p->rep);
 	fprintf(f, ",\"workers\":\"%s\"", p->be != BE_VHOST_BLK ? "" :
 		o->workers == WORKERS_PER_QUEUE ? "per-queue" : "shared");
+	fprintf(f, ",\"pin_memory\":%s",
+		p->be == BE_VHOST_BLK && o->pin_memory ? "true" : "false");
 	fprintf(f, ",\"cpus\":\"%s\"", o->split_cpus ? "split" : "any");
 	json_u64(f, "ring", o->ring);
 	fprintf(f, ",\"indirect\":%s", o->indirect ? "true" : "false");
