@@ -33,8 +33,10 @@ ceph_rbd_wait() {
 	return 1
 }
 
+# Not 'ceph osd stat | grep -q': under a caller's pipefail, grep leaving
+# early could make ceph's SIGPIPE the pipeline's status.
 ceph_rbd_osd_up() {
-	ceph osd stat 2>/dev/null | grep -q ' 1 up'
+	[[ $(ceph osd stat 2>/dev/null) == *' 1 up'* ]]
 }
 
 ceph_rbd_up() {
@@ -91,15 +93,22 @@ EOF
 		echo "ceph_rbd: the monitor does not answer (see $d/log/mon.a.log)" >&2
 		return 1
 	}
-	ceph-mgr -i x -c "$CEPH_CONF" >&2 || {
+	# --no-mon-config: see ceph-osd below.
+	ceph-mgr -i x --no-mon-config -c "$CEPH_CONF" >&2 || {
 		echo "ceph_rbd: the manager did not start (see $d/log/mgr.x.log)" >&2
 		return 1
 	}
+	# Every setting is in ceph.conf: --no-mon-config.  Without it Ceph 16's
+	# daemons fetch the monitor's config first, which leaves the monitor
+	# addresses in the daemon's context; the MonClient built from those has
+	# no fsid (00000000-...) until the monitor's monmap arrives, and the
+	# OSD's first command (osd crush set-device-class) can go before it:
+	# "mon_cmd_maybe_osd_create fail: 'wrong fsid'", and the OSD exits.
 	uuid=$(cat /proc/sys/kernel/random/uuid)
 	id=$(ceph osd new "$uuid") &&
 		ceph-osd -i "$id" --mkfs --osd-uuid "$uuid" --no-mon-config \
 			-c "$CEPH_CONF" >"$d/log/osd-mkfs.log" 2>&1 &&
-		ceph-osd -i "$id" -c "$CEPH_CONF" >&2 &&
+		ceph-osd -i "$id" --no-mon-config -c "$CEPH_CONF" >&2 &&
 		ceph_rbd_wait 180 ceph_rbd_osd_up || {
 		echo "ceph_rbd: the OSD did not come up (see $d/log/osd.0.log)" >&2
 		return 1
