@@ -2140,7 +2140,11 @@ static void rw_verify_in(struct __test_metadata *_metadata, struct env *e,
 /*
  * Memory hot-plug: a table with a second region pins it as well, and a
  * request whose every buffer is in it is served from it.  Unplugged, the
- * region's pages are unpinned; VHOST_RESET_OWNER unpins the rest.
+ * region's pages are unpinned; VHOST_RESET_OWNER unpins the rest.  On
+ * the way, a region that aliases part of the first (the same memory at
+ * two guest addresses, as QEMU's aliases are) leaves a buffer past its
+ * end to be found in the first, or pinned for the request: served either
+ * way.
  */
 TEST_F(vhost_blk_ctl, set_mem_table_pins_the_new_regions_and_unpins_the_old)
 {
@@ -2149,7 +2153,8 @@ TEST_F(vhost_blk_ctl, set_mem_table_pins_the_new_regions_and_unpins_the_old)
 	uint64_t per_bdev = backend_is_bdev(e) ? 1 : 0;
 	long before = vm_locked_kib(_metadata);
 	const struct guest_mem *two[2];
-	struct guest_mem gm2;
+	struct guest_mem gm2, alias;
+	size_t mark;
 
 	ASSERT_EQ(0, guest_mem_init(&gm2, 8 << 20,
 				    e->gm.gpa + e->gm.size + (1ULL << 30)));
@@ -2168,6 +2173,20 @@ TEST_F(vhost_blk_ctl, set_mem_table_pins_the_new_regions_and_unpins_the_old)
 	rw_verify(_metadata, e, vq, 6000, 4096, NULL, NULL);
 	EXPECT_EQ(4 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
 
+	/* The alias: 1 MiB of the first region's memory from its 1 MiB on. */
+	alias.va = e->gm.va + (1 << 20);
+	alias.size = 1 << 20;
+	alias.gpa = gm2.gpa;
+	two[1] = &alias;
+	ASSERT_EQ(0, vblk_set_mem_regions(e->dev.fd, two, 2));
+	mark = guest_mark(&e->gm);
+	if (e->gm.brk < (3 << 20))
+		ASSERT_NE(NULL, guest_alloc(&e->gm, (3 << 20) - e->gm.brk, 0));
+	rw_verify(_metadata, e, vq, 6100, 4096, NULL, NULL);
+	guest_release(&e->gm, mark);
+	EXPECT_EQ(4 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+
 	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_RESET_OWNER, NULL));
 	EXPECT_EQ(before, vm_locked_kib(_metadata));
 	guest_mem_destroy(&gm2);
@@ -2177,7 +2196,8 @@ TEST_F(vhost_blk_ctl, set_mem_table_pins_the_new_regions_and_unpins_the_old)
  * A table that cannot be pinned fails VHOST_SET_MEM_TABLE and leaves the
  * old one in force, nothing pinned or charged: a region that is not
  * mapped writable, one of no bytes, one past what user space can map,
- * one that is not mapped at all.
+ * one that is not mapped at all, one too large to keep its pages' array;
+ * 65536 regions, and a table that runs off the caller's memory.
  */
 TEST_F(vhost_blk_ctl, a_table_that_cannot_be_pinned_fails_and_keeps_the_old)
 {
@@ -2194,13 +2214,20 @@ TEST_F(vhost_blk_ctl, a_table_that_cannot_be_pinned_fails_and_keeps_the_old)
 		size_t size;
 		int prot;
 		bool unmap;
+		uint64_t uaddr;		/* 0: the mapping's */
 	} tries[] = {
-		{ "a read-only region", len, PROT_READ, false },
-		{ "a region of no bytes", 0, PROT_READ | PROT_WRITE, false },
+		{ "a read-only region", len, PROT_READ, false, 0 },
+		{ "a region of no bytes", 0, PROT_READ | PROT_WRITE, false, 0 },
 		{ "a region of 2^62 bytes", 1ULL << 62, PROT_READ | PROT_WRITE,
-		  false },
-		{ "an unmapped region", len, PROT_READ | PROT_WRITE, true },
+		  false, 0 },
+		{ "an unmapped region", len, PROT_READ | PROT_WRITE, true, 0 },
+		/* Its page array alone is 2 GiB: ENOMEM before any pinning. */
+		{ "a region of 2^40 bytes at 1 TiB", 1ULL << 40,
+		  PROT_READ | PROT_WRITE, false, 1ULL << 40 },
 	};
+	struct vhost_memory many = { .nregions = 65536 }, *end;
+	long page = sysconf(_SC_PAGESIZE);
+	uint8_t *two_pages;
 	unsigned int i;
 	int err;
 
@@ -2213,15 +2240,35 @@ TEST_F(vhost_blk_ctl, a_table_that_cannot_be_pinned_fails_and_keeps_the_old)
 		bad.size = tries[i].size;
 		if (tries[i].unmap)
 			ASSERT_EQ(0, munmap(bad.va, len));
+		if (tries[i].uaddr) {
+			munmap(bad.va, len);
+			bad.va = (uint8_t *)(uintptr_t)tries[i].uaddr;
+		}
 		err = vblk_set_mem_regions(e->dev.fd, two, 2);
 		EXPECT_TRUE(err == -EFAULT || err == -ENOMEM)
 			TH_LOG("%s: %s", tries[i].what, strerror(-err));
 		EXPECT_EQ(before, vm_locked_kib(_metadata))
 			TH_LOG("after %s", tries[i].what);
 		rw_verify(_metadata, e, vq, 7000 + i * 8, 4096, NULL, NULL);
-		if (!tries[i].unmap)
+		if (!tries[i].unmap && !tries[i].uaddr)
 			munmap(bad.va, len);
 	}
+	/* More regions than the vhost core could ever take. */
+	EXPECT_EQ(-1, ioctl(e->dev.fd, VHOST_SET_MEM_TABLE, &many));
+	EXPECT_EQ(E2BIG, errno);
+	/* A table whose regions run off the end of the caller's memory. */
+	two_pages = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, two_pages);
+	ASSERT_EQ(0, mprotect(two_pages + page, page, PROT_NONE));
+	end = (struct vhost_memory *)(two_pages + page - sizeof(*end));
+	end->nregions = 1;
+	end->padding = 0;
+	EXPECT_EQ(-1, ioctl(e->dev.fd, VHOST_SET_MEM_TABLE, end));
+	EXPECT_EQ(EFAULT, errno);
+	munmap(two_pages, 2 * page);
+	EXPECT_EQ(before, vm_locked_kib(_metadata));
+	rw_verify(_metadata, e, vq, 7100, 4096, NULL, NULL);
 	EXPECT_EQ(0U, reqs_pinned(_metadata, e->dev.fd));
 	/* And a good one is pinned after them. */
 	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));

@@ -471,6 +471,52 @@ TEST_F_TIMEOUT(hostile, discard_of_1_to_32_ranges_covers_each_and_nothing_else,
 	}
 }
 
+/*
+ * A range of no sectors is done: the request is answered as a valid one
+ * and that range changes nothing.  A request of nothing but empty ranges
+ * sends no I/O at all; beside a range that is not empty, that one is
+ * done and nothing else.
+ */
+TEST_F(hostile, empty_ranges_are_done_and_change_nothing)
+{
+	static const uint32_t types[] = { VIRTIO_BLK_T_DISCARD,
+					  VIRTIO_BLK_T_WRITE_ZEROES };
+	struct env *e = &self->e;
+	struct vq *vq = &e->dev.vq[0];
+	struct virtio_blk_discard_write_zeroes segs[3];
+	struct range_kind kind;
+	uint8_t want[256], status;
+	unsigned int t, n;
+	char what[64];
+	uint64_t seed;
+
+	rseg(&segs[0], AREA, 0, 0);
+	rseg(&segs[1], AREA + 64, 0, 0);
+	rseg(&segs[2], AREA + 128, 64, 0);
+	for (t = 0; t < ARRAY_SIZE(types); t++) {
+		kind = types[t] == VIRTIO_BLK_T_DISCARD ? discard_kind(e) :
+		       write_zeroes_kind(e);
+		status = range_status(&e->dev, types[t], kind.status);
+		/* The two empty ranges alone, then with a third that is not. */
+		for (n = 2; n <= 3; n++) {
+			seed = new_seed(e);
+			area_fill(_metadata, e, vq, AREA, sizeof(want), seed);
+			snprintf(what, sizeof(what), "%s of %u ranges, 2 empty",
+				 type_name(types[t]), n);
+			expect_result(_metadata,
+				      range_req(_metadata, e, vq, types[t],
+						segs, n * RSEG_SIZE),
+				      status, 1, what);
+			memset(want, W_OLD, sizeof(want));
+			if (status == VIRTIO_BLK_S_OK)
+				mark_ranges(want, AREA, sizeof(want), segs, n,
+					    kind.effect);
+			area_expect(_metadata, e, vq, AREA, sizeof(want), seed,
+				    want, what);
+		}
+	}
+}
+
 TEST_F(hostile, discard_with_unmap_flag_is_unsupp_and_discards_nothing)
 {
 	struct env *e = &self->e;
