@@ -10,6 +10,7 @@
 # Host side:
 #   tools/testing/vhost-blk-ci/vm/run-vm.sh --no-module --out DIR -- \
 #       bash tools/vhost-blk-bench/profile.sh before.ko after.ko
+#   ... profile.sh X.ko --args --pin-memory X.ko   (one build, two options)
 #
 # Under TCG the samples are of an emulated CPU: shares of the worker's own
 # time carry over only roughly, absolute times not at all.
@@ -39,6 +40,8 @@ Options:
   --rounds N       then N rounds of a 3 s run of each module in turn,
                    unprofiled, for IOPS (default 5)
   --top N          symbols kept per report (default 40)
+  --args ARGS      more vhost-blk-bench options (split at spaces) for the
+                   module named next, e.g. --args --pin-memory
   --out DIR        where the reports go (default \$VHOST_BLK_VM_OUT)
   -h, --help       this text
 EOF
@@ -54,6 +57,8 @@ iodepth=32
 top=40
 out=${VHOST_BLK_VM_OUT:-}
 mods=()
+margs=()
+next_args=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runtime)	runtime=${2:?--runtime needs seconds}; shift 2 ;;
@@ -61,9 +66,10 @@ while [ $# -gt 0 ]; do
 	--rounds)	rounds=${2:?--rounds needs a number}; shift 2 ;;
 	--top)		top=${2:?--top needs a number}; shift 2 ;;
 	--out)		out=${2:?--out needs a directory}; shift 2 ;;
+	--args)		next_args=${2?--args needs options}; shift 2 ;;
 	-h|--help)	usage; exit 0 ;;
 	-*)		die "unknown option $1 (see --help)" ;;
-	*)		mods+=("$1"); shift ;;
+	*)		mods+=("$1"); margs+=("$next_args"); next_args=; shift ;;
 	esac
 done
 [ "${#mods[@]}" -ge 1 ] || die "no module given (see --help)"
@@ -99,13 +105,14 @@ rmmod vhost_blk 2>/dev/null || true
 n=0
 for m in "${mods[@]}"; do
 	n=$((n + 1))
+	read -r -a extra <<<"${margs[n - 1]}"
 	insmod "$m" || die "insmod $m failed"
 	data=$out/perf-$n.data
 	rm -f "$out/profile-$n.json"
 	# cpu-clock: TCG emulates no PMU.  Whole system, so that completion
 	# interrupts taken while the worker runs are in its samples.
 	perf record -q --no-buildid-cache -e cpu-clock -F 999 -g -a \
-		-o "$data" -- "${bench[@]}" -t "$runtime" --tag "profile-$n" \
+		-o "$data" -- "${bench[@]}" "${extra[@]}" -t "$runtime" --tag "profile-$n" \
 		--json "$out/profile-$n.json" >"$out/profile-$n.table" 2>&1 &
 	pid=$!
 	# The vhost worker is a thread of its owner's, named vhost-PID, which
@@ -122,7 +129,7 @@ for m in "${mods[@]}"; do
 	cat /proc/kallsyms >"$out/kallsyms-$n"
 	[ -n "$tid" ] || die "$m: no vhost worker thread found"
 	{
-		echo "# module: $m"
+		echo "# module: $m ${margs[n - 1]}"
 		echo "# randread 4 KiB, iodepth $iodepth, 1 queue, null_blk irqmode 2 completion 0 ns, $runtime s"
 		echo "# perf record -e cpu-clock -F 999 -g -a; samples of thread $tid (the vhost worker) by symbol"
 		echo "# measured under QEMU TCG emulation, not on hardware"
@@ -149,8 +156,9 @@ for ((r = 1; r <= rounds; r++)); do
 	n=0
 	for m in "${mods[@]}"; do
 		n=$((n + 1))
+		read -r -a extra <<<"${margs[n - 1]}"
 		insmod "$m" || die "insmod $m failed"
-		"${bench[@]}" -t "$round_time" --tag "module-$n" \
+		"${bench[@]}" "${extra[@]}" -t "$round_time" --tag "module-$n" \
 			--json "$out/rounds.jsonl" >/dev/null ||
 			msg "round $r, $m: vhost-blk-bench failed"
 		rmmod vhost_blk || die "rmmod vhost_blk failed"
@@ -163,7 +171,7 @@ done
 	for m in "${mods[@]}"; do
 		n=$((n + 1))
 		sed -n 's/.*"experiment":"module-'"$n"'".*"iops":\([0-9.]*\).*"be_cpu_us_per_req":\([0-9.]*\).*/\1 \2/p' \
-			"$out/rounds.jsonl" | sort -n | awk -v m="$m" '
+			"$out/rounds.jsonl" | sort -n | awk -v m="$m ${margs[n - 1]}" '
 			{ iops[NR] = int($1); cpu[NR] = $2; all = all " " int($1) }
 			END { printf "%s: IOPS%s, median %d (cpu us/req of that run %s)\n",
 			      m, all, iops[int((NR + 1) / 2)], cpu[int((NR + 1) / 2)] }'
