@@ -130,7 +130,8 @@ struct vhost_blk_backend {
 /*
  * One region of a memory table pinned for VHOST_BLK_SET_MEM_PINNED: the
  * pages of the user addresses [start, start + npages * PAGE_SIZE), as
- * they were mapped when pinned.
+ * they were mapped when pinned.  NULL pages: the table it replaces holds
+ * them until it is replaced (vhost_blk_pin_take()), or another does.
  */
 struct vhost_blk_pin_region {
 	unsigned long start;
@@ -144,7 +145,7 @@ struct vhost_blk_pin_region {
  */
 struct vhost_blk_pinned {
 	struct mm_struct *mm;
-	unsigned long npages;		/* in all regions */
+	unsigned long npages;		/* in the regions with pages */
 	unsigned int nregions;
 	struct vhost_blk_pin_region regions[];
 };
@@ -3061,6 +3062,8 @@ static void vhost_blk_unpin(struct vhost_blk_pinned *pin)
 		return;
 	for (i = 0; i < pin->nregions; i++) {
 		r = &pin->regions[i];
+		if (!r->pages)
+			continue;
 		unpin_user_pages_dirty_lock(r->pages, r->npages, true);
 		kvfree(r->pages);
 	}
@@ -3103,6 +3106,7 @@ static int vhost_blk_pin_region(struct vhost_blk_pin_region *r)
 fail:
 	unpin_user_pages(r->pages, done);
 	kvfree(r->pages);
+	r->pages = NULL;
 	return ret;
 }
 
@@ -3114,12 +3118,57 @@ static int vhost_blk_pin_cmp(const void *a, const void *b)
 }
 
 /*
- * Pin the memory table VHOST_SET_MEM_TABLE is given at @argp, in the
- * caller's mm, for VHOST_BLK_SET_MEM_PINNED.  The vhost core reads the
- * table again: should the VMM change it in between, requests outside
- * what was pinned pin their own pages.
+ * The region of @old that a region of a new table can have the pages of:
+ * the same addresses, and the first of the new table to ask.
  */
-static struct vhost_blk_pinned *vhost_blk_pin_table(void __user *argp)
+static struct vhost_blk_pin_region *
+vhost_blk_pin_reusable(const struct vhost_blk_pinned *old,
+		       const struct vhost_blk_pin_region *r,
+		       const struct vhost_blk_pin_region *prev)
+{
+	const struct vhost_blk_pin_region *o;
+
+	if (!old || (prev && prev->start == r->start &&
+		     prev->npages == r->npages))
+		return NULL;
+	o = vhost_blk_pin_find(old, r->start, r->npages << PAGE_SHIFT);
+	if (!o || o->start != r->start || o->npages != r->npages)
+		return NULL;
+	return (struct vhost_blk_pin_region *)o;
+}
+
+/*
+ * Once @pin has replaced @old: the pages of the regions @pin has the
+ * same as @old's, which were left to @old meanwhile, are @pin's now.
+ */
+static void vhost_blk_pin_take(struct vhost_blk_pinned *pin,
+			       struct vhost_blk_pinned *old)
+{
+	struct vhost_blk_pin_region *r, *o;
+	unsigned int i;
+
+	for (i = 0; i < pin->nregions; i++) {
+		r = &pin->regions[i];
+		if (r->pages)
+			continue;
+		o = vhost_blk_pin_reusable(old, r, i ? r - 1 : NULL);
+		r->pages = o->pages;
+		o->pages = NULL;
+		old->npages -= r->npages;
+		pin->npages += r->npages;
+	}
+}
+
+/*
+ * Pin the memory table VHOST_SET_MEM_TABLE is given at @argp, in the
+ * caller's mm, for VHOST_BLK_SET_MEM_PINNED.  A region that the table in
+ * force, @old, has too (memory hot-plug resends every region) is not
+ * pinned or charged again: vhost_blk_pin_take() hands its pages over.
+ * The vhost core reads the table again: should the VMM change it in
+ * between, requests outside what was pinned pin their own pages.
+ */
+static struct vhost_blk_pinned *
+vhost_blk_pin_table(void __user *argp, struct vhost_blk_pinned *old)
 {
 	struct vhost_memory __user *m = argp;
 	struct vhost_memory_region *mr;
@@ -3155,25 +3204,27 @@ static struct vhost_blk_pinned *vhost_blk_pin_table(void __user *argp)
 		r->npages = (PAGE_ALIGN(mr[i].userspace_addr +
 					mr[i].memory_size) - r->start) >>
 			    PAGE_SHIFT;
-		pin->npages += r->npages;
+	}
+	pin->nregions = mem.nregions;
+	sort(pin->regions, pin->nregions, sizeof(*r), vhost_blk_pin_cmp, NULL);
+	for (i = 0; i < pin->nregions; i++) {
+		r = &pin->regions[i];
+		if (!vhost_blk_pin_reusable(old, r, i ? r - 1 : NULL))
+			pin->npages += r->npages;
 	}
 	ret = account_locked_vm(current->mm, pin->npages, true);
 	if (ret)
 		goto free_pin;
 	pin->mm = current->mm;
 	mmgrab(pin->mm);
-	for (i = 0; i < mem.nregions; i++) {
-		ret = vhost_blk_pin_region(&pin->regions[i]);
-		if (ret)
-			break;
-		pin->nregions++;
+	for (i = 0; i < pin->nregions && !ret; i++) {
+		r = &pin->regions[i];
+		if (!vhost_blk_pin_reusable(old, r, i ? r - 1 : NULL))
+			ret = vhost_blk_pin_region(r);
 	}
 	if (ret) {
 		vhost_blk_unpin(pin);
 		pin = ERR_PTR(ret);
-	} else {
-		sort(pin->regions, pin->nregions, sizeof(*r),
-		     vhost_blk_pin_cmp, NULL);
 	}
 	kfree(mr);
 	return pin;
@@ -3230,7 +3281,7 @@ static long vhost_blk_set_mem_table(struct vhost_blk *blk,
 		goto out;
 	/* Pinned while the rings still serve on the old table. */
 	if (blk->pin_mem) {
-		pin = vhost_blk_pin_table(argp);
+		pin = vhost_blk_pin_table(argp, blk->pinned);
 		if (IS_ERR(pin)) {
 			ret = PTR_ERR(pin);
 			goto out;
@@ -3249,8 +3300,11 @@ static long vhost_blk_set_mem_table(struct vhost_blk *blk,
 	if (!ret)
 		ret = vhost_dev_ioctl(&blk->dev, VHOST_SET_MEM_TABLE, argp);
 	/* The old table's pages once it is replaced, else the new one's. */
-	if (!ret)
+	if (!ret) {
+		if (pin && blk->pinned)
+			vhost_blk_pin_take(pin, blk->pinned);
 		swap(blk->pinned, pin);
+	}
 	vhost_blk_unpin(pin);
 	err = vhost_blk_resume(blk, be);
 	if (!ret)

@@ -156,12 +156,14 @@ struct vhost_blk_config {
  * memory table, as io_uring pins registered buffers, rather than once per
  * request: every VHOST_SET_MEM_TABLE from then on pins the pages of its
  * regions (FOLL_LONGTERM, writable) before the table takes over, and
- * unpins those of the table it replaces.  Reads and writes on a block
- * device backend are then built on those pages, with no page pinned or
- * unpinned for them; a request whose buffers are not all in the table
- * (or a file backend) pins its pages itself, as without this.  With 0,
- * unpin now; the next table is not pinned.  The choice holds for the
- * life of the fd; VHOST_RESET_OWNER and the release unpin.
+ * unpins those of the table it replaces; a region the two tables share
+ * (the same user addresses) keeps its pages and is not charged twice.
+ * Reads and writes on a block device backend are then built on those
+ * pages, with no page pinned or unpinned for them; a request whose
+ * buffers are not all in the table (or a file backend) pins its pages
+ * itself, as without this.  With 0, unpin now; the next table is not
+ * pinned.  The choice holds for the life of the fd; VHOST_RESET_OWNER
+ * and the release unpin.
  *
  * The pages are charged to the owner's RLIMIT_MEMLOCK (its mm's
  * locked_vm) unless it has CAP_IPC_LOCK, and the page arrays to its

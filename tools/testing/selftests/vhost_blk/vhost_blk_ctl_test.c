@@ -2279,11 +2279,15 @@ TEST_F(vhost_blk_ctl, a_table_that_cannot_be_pinned_fails_and_keeps_the_old)
  * The child's half of pinning_past_rlimit_memlock_is_enomem: without
  * CAP_IPC_LOCK and with 1 MiB of RLIMIT_MEMLOCK, a device of its own
  * cannot pin its 64 MiB table (ENOMEM), and serves on, unpinned, with
- * nothing charged; with the limit raised it can.  Returns the step that
+ * nothing charged; with the limit raised it can.  Then, with the limit
+ * at what is pinned plus @gm2's size, the same table sent again and the
+ * table with @gm2 hot-plugged fit: the regions they share with the table
+ * in force are not pinned or charged twice.  Returns the step that
  * failed, 0 if none.
  */
-static int child_pins_past_memlock(struct env *e)
+static int child_pins_past_memlock(struct env *e, struct guest_mem *gm2)
 {
+	const struct guest_mem *two[2] = { &e->gm, gm2 };
 	struct __user_cap_header_struct hdr = {
 		.version = _LINUX_CAPABILITY_VERSION_3,
 	};
@@ -2318,23 +2322,35 @@ static int child_pins_past_memlock(struct env *e)
 	if (!ret && (setrlimit(RLIMIT_MEMLOCK, &rl) ||
 		     vblk_set_mem_table(dev.fd, &e->gm)))
 		ret = 7;
+	rl.rlim_cur = e->gm.size + gm2->size;
+	if (!ret && (setrlimit(RLIMIT_MEMLOCK, &rl) ||
+		     vblk_set_mem_table(dev.fd, &e->gm)))
+		ret = 8;
+	if (!ret && vblk_set_mem_regions(dev.fd, two, 2))
+		ret = 9;
+	if (!ret && vblk_set_mem_table(dev.fd, &e->gm))
+		ret = 10;
 	vblk_close(&dev);
 	return ret;
 }
 
 TEST_F(vhost_blk_ctl, pinning_past_rlimit_memlock_is_enomem)
 {
+	struct guest_mem gm2;
 	int status;
 	pid_t pid;
 
+	ASSERT_EQ(0, guest_mem_init(&gm2, 8 << 20, self->e.gm.gpa +
+				    self->e.gm.size + (1ULL << 30)));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid)
-		_exit(child_pins_past_memlock(&self->e));
+		_exit(child_pins_past_memlock(&self->e, &gm2));
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status))
 		TH_LOG("the child failed at step %d", WEXITSTATUS(status));
+	guest_mem_destroy(&gm2);
 }
 
 TEST_HARNESS_MAIN
