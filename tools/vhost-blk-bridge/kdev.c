@@ -630,7 +630,7 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			" poll_window_ns=%llu bounced=%llu bounce_waits=%llu"
 			" bounce_bytes_max=%llu used_errors=%llu"
 			" polled_bios=%llu poll_reaped=%llu"
-			" poll_fallbacks=%llu\n",
+			" poll_fallbacks=%llu pinned=%llu\n",
 			why, i,
 			(unsigned long long)st.reqs_in,
 			(unsigned long long)st.reqs_out,
@@ -659,7 +659,8 @@ int kdev_print_stats(struct kdev *k, FILE *f, const char *why)
 			(unsigned long long)st.used_errors,
 			(unsigned long long)st.polled_bios,
 			(unsigned long long)st.poll_reaped,
-			(unsigned long long)st.poll_fallbacks);
+			(unsigned long long)st.poll_fallbacks,
+			(unsigned long long)st.reqs_pinned);
 	}
 	fflush(f);
 	return 0;

@@ -216,6 +216,9 @@ serve_stats_request() {
 	wait_line "$log" '^VBB-E2E-STATS-REQUEST' "$qemu_pid" || return
 	kill -USR1 "$bridge_pid"
 	wait_line "$out/bridge-rw.log" 'stats signal' "$bridge_pid"
+	# The bridge's locked memory (--pin-memory), while the guest runs.
+	awk '/^VmLck:/ { print $2 }' "/proc/$bridge_pid/status" \
+		>"$out/bridge-vmlck" 2>/dev/null
 	echo VBB-E2E-GO >&"$console_fd"
 }
 
@@ -815,8 +818,10 @@ if [ "$probe" = 1 ]; then
 	exit 0
 fi
 
-# Boot 1 and 2: one bridge, two frontends one after the other.
-start_bridge "$out/bridge-rw.log" --verbose
+# Boot 1 and 2: one bridge, two frontends one after the other, the guest's
+# memory pinned once per table (--pin-memory): a memfd in boot 1, huge
+# pages and a hot-plugged DIMM in boot 2.
+start_bridge "$out/bridge-rw.log" --verbose --pin-memory
 # A second bridge on the same disk, without --shared, does not start: the
 # first one's lock.
 if "$bridge" --socket "$work/second.sock" --backend "$disk" --once \
@@ -834,6 +839,19 @@ if grep -q 'stats signal queue=0 in=[1-9]' "$out/bridge-rw.log"; then
 	record bridge-sigusr1-stats pass
 else
 	record bridge-sigusr1-stats fail "no 'stats signal' line with requests in $out/bridge-rw.log"
+fi
+# --pin-memory: the guest's memory was pinned, as the bridge's locked
+# memory, and a block device's reads and writes were built on it (a
+# file's go through the VFS, which pins per request).
+vmlck=$(cat "$out/bridge-vmlck" 2>/dev/null)
+want_pinned='pinned=0$'
+[ "$backend" = file ] || want_pinned='pinned=[1-9]'
+if [ "${vmlck:-0}" -lt $((guest_mem * 1024)) ]; then
+	record bridge-pin-memory fail "the bridge's VmLck was ${vmlck:-unknown} kB, not the guest's $guest_mem MiB"
+elif ! grep -q "stats signal queue=0 in=[1-9].* $want_pinned" "$out/bridge-rw.log"; then
+	record bridge-pin-memory fail "no '$want_pinned' on a $backend backend in $out/bridge-rw.log"
+else
+	record bridge-pin-memory pass "VmLck $vmlck kB"
 fi
 # The guest's cache_type writes went through QEMU's SET_CONFIG and the
 # bridge to the module (VHOST_BLK_SET_CONFIG), there and back.
