@@ -36,6 +36,8 @@
  *   for the write, as 6.7's does (kiocb_start_write(), and
  *   kiocb_end_write() when the write completes at once); blk.c's
  *   completion ends it otherwise, as on 6.12;
+ * - pin_user_pages_fast() refusing FOLL_LONGTERM on written-back file
+ *   pages (6.5);
  * - iov_iter_extract_pages() (6.3), from iov_iter_get_pages2(), which
  *   takes page references rather than pins, as 6.1's bio_release_pages()
  *   expects; and iter_iov_addr() and iter_iov_len();
@@ -59,6 +61,8 @@
 #include <linux/fs.h>
 #include <linux/module.h>
 #include <linux/uio.h>
+#include <linux/backing-dev.h>
+#include <linux/mm.h>
 #include <linux/vhost.h>
 
 #include "vhost.h"
@@ -226,6 +230,41 @@ static inline ssize_t iov_iter_extract_pages(struct iov_iter *i,
 }
 
 #define iter_iov_addr(iter) (iter_iov(iter)->iov_base + (iter)->iov_offset)
+
+/*
+ * 6.5 refuses to pin for long (FOLL_LONGTERM) the pages of a shared file
+ * mapping that writeback cleans, which could clean them under the pin;
+ * 6.1 refuses only fsdax.  Refuse them here as 6.5 does, EFAULT, for
+ * VHOST_BLK_SET_MEM_PINNED: anonymous, shmem and hugetlbfs memory pass.
+ */
+static inline int vhost_blk_backport_pin_user_pages_fast(unsigned long start,
+							 int nr_pages,
+							 unsigned int gup_flags,
+							 struct page **pages)
+{
+	unsigned long end = start + ((unsigned long)nr_pages << PAGE_SHIFT);
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	int ret = 0;
+
+	if (gup_flags & FOLL_LONGTERM) {
+		mmap_read_lock(mm);
+		for (vma = find_vma(mm, start); vma && vma->vm_start < end;
+		     vma = find_vma(mm, vma->vm_end)) {
+			if (vma->vm_file && (vma->vm_flags & VM_SHARED) &&
+			    mapping_can_writeback(vma->vm_file->f_mapping)) {
+				ret = -EFAULT;
+				break;
+			}
+		}
+		mmap_read_unlock(mm);
+		if (ret)
+			return ret;
+	}
+	return pin_user_pages_fast(start, nr_pages, gup_flags, pages);
+}
+
+#define pin_user_pages_fast vhost_blk_backport_pin_user_pages_fast
 
 /* 6.1 makes no ITER_UBUF of what blk.c takes (iov_iter_init()). */
 static inline size_t iter_iov_len(const struct iov_iter *i)

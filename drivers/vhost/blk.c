@@ -1043,7 +1043,7 @@ vhost_blk_pin_find(const struct vhost_blk_pinned *pin, unsigned long addr,
 	if (!lo)
 		return NULL;
 	r = &pin->regions[lo - 1];
-	if (addr - r->start > (r->npages << PAGE_SHIFT) ||
+	if (!r->pages || addr - r->start > (r->npages << PAGE_SHIFT) ||
 	    len > (r->npages << PAGE_SHIFT) - (addr - r->start))
 		return NULL;
 	return r;
@@ -3072,7 +3072,7 @@ static void vhost_blk_unpin(struct vhost_blk_pinned *pin)
 		mmput(pin->mm);
 	}
 	mmdrop(pin->mm);
-	kfree(pin);
+	kvfree(pin);
 }
 
 /* Pin the pages of @r, whose start and npages are set: 0 or -errno. */
@@ -3110,16 +3110,22 @@ fail:
 	return ret;
 }
 
+/* By start, then by size: the same region listed twice sorts together. */
 static int vhost_blk_pin_cmp(const void *a, const void *b)
 {
 	const struct vhost_blk_pin_region *x = a, *y = b;
 
-	return x->start < y->start ? -1 : x->start > y->start;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->npages < y->npages ? -1 : x->npages > y->npages;
 }
 
 /*
- * The region of @old that a region of a new table can have the pages of:
- * the same addresses, and the first of the new table to ask.
+ * The region of @old that region @r of a new table can have the pages
+ * of: the same addresses, @r the first of the new table to have them
+ * (@prev is the region before @r, sorted by vhost_blk_pin_cmp(), so that
+ * every other region with them comes after @r and gets none).  A region
+ * found in @old has its pages: vhost_blk_pin_find() skips one without.
  */
 static struct vhost_blk_pin_region *
 vhost_blk_pin_reusable(const struct vhost_blk_pinned *old,
@@ -3152,6 +3158,9 @@ static void vhost_blk_pin_take(struct vhost_blk_pinned *pin,
 		if (r->pages)
 			continue;
 		o = vhost_blk_pin_reusable(old, r, i ? r - 1 : NULL);
+		/* Never so: vhost_blk_pin_table() found it, and no other. */
+		if (!o)
+			continue;
 		r->pages = o->pages;
 		o->pages = NULL;
 		old->npages -= r->npages;
@@ -3183,11 +3192,11 @@ vhost_blk_pin_table(void __user *argp, struct vhost_blk_pinned *old)
 	/* The vhost core's own bound (its max_mem_regions is a ushort). */
 	if (mem.nregions > U16_MAX)
 		return ERR_PTR(-E2BIG);
-	mr = memdup_user(m->regions, array_size(mem.nregions, sizeof(*mr)));
+	mr = vmemdup_user(m->regions, array_size(mem.nregions, sizeof(*mr)));
 	if (IS_ERR(mr))
 		return ERR_CAST(mr);
-	pin = kzalloc(struct_size(pin, regions, mem.nregions),
-		      GFP_KERNEL_ACCOUNT);
+	pin = kvzalloc(struct_size(pin, regions, mem.nregions),
+		       GFP_KERNEL_ACCOUNT);
 	if (!pin) {
 		ret = -ENOMEM;
 		goto free_mr;
@@ -3226,12 +3235,12 @@ vhost_blk_pin_table(void __user *argp, struct vhost_blk_pinned *old)
 		vhost_blk_unpin(pin);
 		pin = ERR_PTR(ret);
 	}
-	kfree(mr);
+	kvfree(mr);
 	return pin;
 free_pin:
-	kfree(pin);
+	kvfree(pin);
 free_mr:
-	kfree(mr);
+	kvfree(mr);
 	return ERR_PTR(ret);
 }
 

@@ -172,9 +172,11 @@ struct vhost_blk_config {
  * EFAULT for a region not mapped writable, and what pin_user_pages()
  * refuses (FOLL_LONGTERM takes anonymous, shmem and hugetlbfs memory,
  * not a file mapping that needs writeback).  The pages are those mapped
- * when the table was pinned: a VMM that maps other memory at a region's
- * address must send the table again.  EINVAL for a value other than 0 or
- * 1.  Owner only.
+ * when the table was pinned, and a region sent again at the same
+ * addresses keeps them: a VMM that maps other memory at a region's
+ * address, or discards guest memory (a balloon, virtio-mem), must not
+ * use this, or must re-pin with 0, 1 and VHOST_SET_MEM_TABLE, as VFIO's
+ * users must.  EINVAL for a value other than 0 or 1.  Owner only.
  */
 #define VHOST_BLK_SET_MEM_PINNED	_IOW(VHOST_VIRTIO, 0x58, __u32)
 

@@ -2152,8 +2152,8 @@ TEST_F(vhost_blk_ctl, set_mem_table_pins_the_new_regions_and_unpins_the_old)
 	struct vq *vq = &e->dev.vq[0];
 	uint64_t per_bdev = backend_is_bdev(e) ? 1 : 0;
 	long before = vm_locked_kib(_metadata);
-	const struct guest_mem *two[2];
-	struct guest_mem gm2, alias;
+	const struct guest_mem *two[2], *three[3];
+	struct guest_mem gm2, alias, half, dup;
 	size_t mark;
 
 	ASSERT_EQ(0, guest_mem_init(&gm2, 8 << 20,
@@ -2185,6 +2185,31 @@ TEST_F(vhost_blk_ctl, set_mem_table_pins_the_new_regions_and_unpins_the_old)
 	rw_verify(_metadata, e, vq, 6100, 4096, NULL, NULL);
 	guest_release(&e->gm, mark);
 	EXPECT_EQ(4 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
+
+	/*
+	 * The table in force's memory listed twice, and half of it once
+	 * more, each at a guest address of its own: only one of the two
+	 * takes over the pinned pages, the other two are pinned again.
+	 * Then the first table back: it takes them over from the last one.
+	 */
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	half = e->gm;
+	half.size = e->gm.size / 2;
+	half.gpa = gm2.gpa;
+	dup = e->gm;
+	dup.gpa = gm2.gpa + (1ULL << 30);
+	three[0] = &e->gm;
+	three[1] = &half;
+	three[2] = &dup;
+	ASSERT_EQ(0, vblk_set_mem_regions(e->dev.fd, three, 3));
+	EXPECT_EQ(before + (long)((2 * e->gm.size + half.size) >> 10),
+		  vm_locked_kib(_metadata));
+	rw_verify(_metadata, e, vq, 6200, 65536, NULL, NULL);
+	EXPECT_EQ(6 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
+	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
+	EXPECT_EQ(before + (long)(e->gm.size >> 10), vm_locked_kib(_metadata));
+	rw_verify(_metadata, e, vq, 6300, 65536, NULL, NULL);
+	EXPECT_EQ(8 * per_bdev, reqs_pinned(_metadata, e->dev.fd));
 	ASSERT_EQ(0, vblk_set_mem_table(e->dev.fd, &e->gm));
 
 	ASSERT_EQ(0, ioctl(e->dev.fd, VHOST_RESET_OWNER, NULL));
@@ -2253,6 +2278,20 @@ TEST_F(vhost_blk_ctl, a_table_that_cannot_be_pinned_fails_and_keeps_the_old)
 		if (!tries[i].unmap && !tries[i].uaddr)
 			munmap(bad.va, len);
 	}
+	/*
+	 * A shared mapping of the backend itself: writeback could clean
+	 * its pages under a long-term pin (6.5's GUP refuses it; on 6.1
+	 * the backport does).
+	 */
+	bad.va = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      e->backend_fd, 0);
+	ASSERT_NE(MAP_FAILED, bad.va) TH_LOG("mmap %s: %s", e->path,
+					     strerror(errno));
+	bad.size = len;
+	err = vblk_set_mem_regions(e->dev.fd, two, 2);
+	EXPECT_EQ(-EFAULT, err)
+		TH_LOG("a shared mapping of %s: %s", e->path, strerror(-err));
+	munmap(bad.va, len);
 	/* More regions than the vhost core could ever take. */
 	EXPECT_EQ(-1, ioctl(e->dev.fd, VHOST_SET_MEM_TABLE, &many));
 	EXPECT_EQ(E2BIG, errno);
