@@ -331,7 +331,61 @@ series_checks() {
 series_checks &
 series_pid=$!
 
-# Host-side tests first: they need no VM.  scripts/deps.sh's release
+# The Debian packages (make deb) in VMs of their own, first on the stock
+# kernel, then on 6.1, with no module loaded by the runner: apt-get
+# installs them (DKMS builds vhost_blk.ko there), package_test.sh uses and
+# purges them.  package/package.tap and package-6.1/package-6.1.tap have
+# their results, NAME.vm.tap the VMs'.  Most of their 4 to 6 min each is
+# the DKMS build and depmod under TCG, on one vCPU thread.
+#
+# Then the bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge,
+# in a VM of its own that boots nested guests (about 16 min here); e2e.tap
+# says what ran, a 'not ok' line if nothing did.
+#
+# All of that runs in the background, one VM after the other, from as
+# soon as the builds are done: beside the host tests below, then the
+# stock, 6.1, 7.3 and debug VMs (each keeps one host CPU busy), and is
+# waited for after them.  It is the longer of the two streams.
+pkg_out=$out/package
+pkg61_out=$out/package-6.1
+debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
+background() {
+	if [ "${#debs[@]}" -ge 2 ]; then
+		run_vm package "$pkg_out" "$timeout" --no-module -- \
+			bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
+			"$BUILD/deb" "$bindir"
+		run_vm package-6.1 "$pkg61_out" "$timeout" --no-module \
+			--kernel 6.1 -- \
+			bash "$here/package_test.sh" \
+			--tap "$pkg61_out/package-6.1.tap" "$BUILD/deb" "$bindir"
+	fi
+	bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
+		--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" \
+		${e2e_args[@]+"${e2e_args[@]}"} >"$out/e2e.log" 2>&1
+	[ -s "$out/e2e.tap" ] ||
+		tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
+	# With --long, the real-guest benchmark's harness run (make
+	# bench-guest --quick, every peer; about 25 min under TCG).
+	[ "$long" = 1 ] || return 0
+	bash "$repo/tools/vhost-blk-bench/guest-bench.sh" --quick \
+		--out "$out/guest-bench" --tap "$out/guest-bench.tap" \
+		>"$out/guest-bench.log" 2>&1
+	[ -s "$out/guest-bench.tap" ] ||
+		tap_file "$out/guest-bench.tap" not_ok guest-bench-ran
+}
+if [ "${#debs[@]}" -ge 2 ]; then
+	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then the bridge end-to-end test (log: $out/e2e.log)"
+else
+	note "no .debs in $BUILD/deb: run 'make deb'"
+	mkdir -p "$pkg_out"
+	tap_file "$pkg_out/package.tap" not_ok \
+		"packages: no vhost-blk-dkms and vhost-blk-tools .debs in $BUILD/deb (make deb)"
+	note "in the background: the bridge end-to-end test (log: $out/e2e.log)"
+fi
+background &
+bg_pid=$!
+
+# Host-side tests, before the foreground's VMs: they need none.  scripts/deps.sh's release
 # picker, against a fake apt-cache with deb-src entries.
 bash "$repo/scripts/deps_test.sh" >"$out/host.deps-picker.tap" 2>&1
 note "release picker: $(grep -c '^ok' "$out/host.deps-picker.tap") ok, $(grep -c '^not ok' "$out/host.deps-picker.tap") not ok"
@@ -392,59 +446,6 @@ if "${bridge_make[@]}" coverage >"$out/host.bridge-coverage.log" 2>&1; then
 else
 	note "coverage: the bridge's coverage build failed (see $out/host.bridge-coverage.log)"
 fi
-
-# The Debian packages (make deb) in VMs of their own, first on the stock
-# kernel, then on 6.1, with no module loaded by the runner: apt-get
-# installs them (DKMS builds vhost_blk.ko there), package_test.sh uses and
-# purges them.  package/package.tap and package-6.1/package-6.1.tap have
-# their results, NAME.vm.tap the VMs'.  Most of their 4 to 6 min each is
-# the DKMS build and depmod under TCG, on one vCPU thread.
-#
-# Then the bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge,
-# in a VM of its own that boots nested guests (about 25 min here); e2e.tap
-# says what ran, a 'not ok' line if nothing did.
-#
-# All of that runs in the background, one VM after the other, beside the
-# stock, 6.1, 7.3 and debug VMs (each keeps one host CPU busy), and is
-# waited for after them.
-pkg_out=$out/package
-pkg61_out=$out/package-6.1
-debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
-background() {
-	if [ "${#debs[@]}" -ge 2 ]; then
-		run_vm package "$pkg_out" "$timeout" --no-module -- \
-			bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
-			"$BUILD/deb" "$bindir"
-		run_vm package-6.1 "$pkg61_out" "$timeout" --no-module \
-			--kernel 6.1 -- \
-			bash "$here/package_test.sh" \
-			--tap "$pkg61_out/package-6.1.tap" "$BUILD/deb" "$bindir"
-	fi
-	bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
-		--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" \
-		${e2e_args[@]+"${e2e_args[@]}"} >"$out/e2e.log" 2>&1
-	[ -s "$out/e2e.tap" ] ||
-		tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
-	# With --long, the real-guest benchmark's harness run (make
-	# bench-guest --quick, every peer; about 25 min under TCG).
-	[ "$long" = 1 ] || return 0
-	bash "$repo/tools/vhost-blk-bench/guest-bench.sh" --quick \
-		--out "$out/guest-bench" --tap "$out/guest-bench.tap" \
-		>"$out/guest-bench.log" 2>&1
-	[ -s "$out/guest-bench.tap" ] ||
-		tap_file "$out/guest-bench.tap" not_ok guest-bench-ran
-}
-if [ "${#debs[@]}" -ge 2 ]; then
-	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then the bridge end-to-end test (log: $out/e2e.log)"
-else
-	note "no .debs in $BUILD/deb: run 'make deb'"
-	mkdir -p "$pkg_out"
-	tap_file "$pkg_out/package.tap" not_ok \
-		"packages: no vhost-blk-dkms and vhost-blk-tools .debs in $BUILD/deb (make deb)"
-	note "in the background: the bridge end-to-end test (log: $out/e2e.log)"
-fi
-background &
-bg_pid=$!
 
 note "selftests on the stock kernel (log: $out/console.log)"
 run_vm stock "$out" "$timeout" -- bash "$here/in_vm.sh" \

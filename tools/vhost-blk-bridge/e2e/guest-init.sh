@@ -222,7 +222,7 @@ libvirt)
 	check writable test "$(cat /sys/block/vda/ro)" = 0
 	check files-verify sh -c 'mount -o ro /dev/vda /mnt && cd /mnt && sha256sum -c -s SUMS && cd / && umount /mnt'
 	check fio-write-verify fio --name=libvirt --filename=/dev/vda \
-		--direct=1 --ioengine=libaio --bs=4k --iodepth=16 --size=8m \
+		--direct=1 --ioengine=libaio --bs=16k --iodepth=16 --size=8m \
 		--offset=232m --rw=randwrite --verify=crc32c --randrepeat=1 \
 		--do_verify=1
 	phase_end libvirt

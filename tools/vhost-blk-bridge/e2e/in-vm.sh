@@ -782,7 +782,7 @@ libvirt_boot() {
 	rmdir "$lv_bridge_cg" 2>/dev/null
 	show_stats "$out/bridge-libvirt.log"
 	# What the guest wrote is on the disk.
-	region="--name=libvirt --filename=$disk --direct=1 --ioengine=libaio --bs=4k --iodepth=16 --size=8m --offset=232m --rw=randwrite --verify=crc32c --randrepeat=1"
+	region="--name=libvirt --filename=$disk --direct=1 --ioengine=libaio --bs=16k --iodepth=16 --size=8m --offset=232m --rw=randwrite --verify=crc32c --randrepeat=1"
 	# shellcheck disable=SC2086
 	if fio $region --verify_only >"$out/host-fio-libvirt.log" 2>&1; then
 		record host:libvirt-region-verify pass
