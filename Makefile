@@ -63,7 +63,7 @@ BACKPORT_SRCS := backport/backport.h backport/include/linux/sched/vhost_task.h
 
 .PHONY: all deps module tools check check-long bench bench-guest demo demo-migrate checkpatch intree clean \
 	debug-kernel module-debug module-6.1 module-7.3 fuzz-debug patches patches-check fuzz-bridge coverage deb \
-	package-test
+	package-test package-test-trixie
 
 all: module module-7.3 tools
 
@@ -226,6 +226,12 @@ package-test: deb tools
 		--out $(BUILD)/vm-out/package -- \
 		bash $(CI_DIR)/package_test.sh \
 		--tap $(BUILD)/vm-out/package/package.tap $(DEB_DIR)
+
+# The packages on a real Debian 13 machine (systemd as PID 1), through a
+# reboot and a kernel upgrade to 7.3: trixie/run.sh, which makes the
+# machine's image the first time (scripts/trixie-machine.sh).
+package-test-trixie: deb tools
+	bash $(CI_DIR)/trixie/run.sh --out $(BUILD)/vm-out/trixie $(DEB_DIR)
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean
