@@ -491,9 +491,9 @@ if [ -f "$BUILD/module-debug/vhost_blk.ko" ]; then
 fi
 
 # With --long, the packages on a real Debian 13 machine (trixie/run.sh:
-# systemd as PID 1, a reboot, the kernel upgrade to 7.3 with apt-get,
-# purge; about 18 min under TCG, which make check's 30 min on two cores
-# has no room for).
+# systemd as PID 1, a reboot, a libvirt guest, the kernel upgrade to 7.3
+# with apt-get, the guest again, purge; about 25 min under TCG, which
+# make check's 30 min on two cores has no room for).
 long_taps=()
 if [ "$long" = 1 ]; then
 	note "the packages on the Debian 13 machine (log: $out/trixie.log)"

@@ -22,9 +22,11 @@ time, about 1 GB downloaded) under QEMU, TCG, and run its package test:
 DEBDIR/vhost-blk-dkms_*_all.deb and DEBDIR/vhost-blk-tools_*.deb (default
 \$BUILD/deb) installed with apt-get, a reboot, what systemd, udev and
 modules-load.d did at boot, a bridge socket enabled with systemctl,
-BINDIR/vhost_blk_ctl_test (default \$BUILD/selftests) on brd, the kernel
-upgraded to 7.3 with apt-get (DKMS builds for it), a boot of 7.3, the same
-checks, purge.
+BINDIR/vhost_blk_ctl_test (default \$BUILD/selftests) on brd, a guest of
+libvirt's (the shipped domain XML; the end-to-end test's guest kernel and
+tools.img, which build-guest.sh makes) on a disk a packaged bridge
+instance serves, the kernel upgraded to 7.3 with apt-get (DKMS builds for
+it), a boot of 7.3, the same checks and guest, purge.
 
 Options:
   --out DIR    results, logs and each boot's console (default
@@ -71,6 +73,10 @@ command -v "$qemu" >/dev/null || die "$qemu not found (scripts/deps.sh installs 
 
 machine=$(bash "$repo/scripts/trixie-machine.sh") ||
 	die "scripts/trixie-machine.sh failed"
+# The libvirt guest: the end-to-end test's kernel and tools.img.
+mapfile -t guest < <(bash "$repo/tools/vhost-blk-bridge/e2e/build-guest.sh")
+[ "${#guest[@]}" = 2 ] ||
+	die "tools/vhost-blk-bridge/e2e/build-guest.sh failed (the libvirt guest's kernel and tools.img)"
 
 rm -rf "$out"
 mkdir -p "$out"
@@ -85,7 +91,10 @@ cleanup() {
 trap cleanup EXIT
 share=$tmp/share
 mkdir -p "$share/in" "$share/out"
-cp "$here/stage.sh" "$dkms_deb" "$tools_deb" "$bindir/vhost_blk_ctl_test" "$share/in/"
+cp "$here/stage.sh" "$dkms_deb" "$tools_deb" "$bindir/vhost_blk_ctl_test" \
+	"$repo/Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml" "$share/in/"
+cp "${guest[0]}" "$share/in/bzImage"
+cp "${guest[1]}" "$share/in/tools.img"
 qemu-img create -q -f qcow2 -F raw -b "$machine/disk.img" "$tmp/disk.qcow2" ||
 	die "qemu-img create of the overlay failed"
 kernel=$machine/vmlinuz

@@ -5,7 +5,8 @@
 # (scripts/trixie-machine.sh), run by vhost-blk-test-stage.service from
 # the runner's 9p share on /mnt/vbt (trixie/run.sh):
 #
-#   in/    this script, the .debs, vhost_blk_ctl_test (read here)
+#   in/    this script, the .debs, vhost_blk_ctl_test, the domain XML,
+#          the libvirt guest's bzImage and tools.img (read here)
 #   out/   results (a line per check: pass|fail NAME DETAIL), log, the
 #          kernel log of each boot, and next/ with the kernel to boot
 #          next when this stage installed one
@@ -15,11 +16,13 @@
 #             the module; reboot
 #   installed (6.12) what boot did: modules-load.d loaded vhost_blk, udev
 #             gave /dev/vhost-blk root:kvm 0660, no unit failed; a bridge
-#             socket enabled with systemctl; the ctl selftest; then the
-#             kernel upgrade to trixie-backports' 7.3 with apt-get, DKMS
-#             builds for it; power off, the runner boots 7.3
+#             socket enabled with systemctl; the ctl selftest; a guest
+#             of libvirt's on a bridge instance; then the kernel upgrade
+#             to trixie-backports' 7.3 with apt-get, DKMS builds for it;
+#             power off, the runner boots 7.3
 #   upgraded  (7.3) the same checks of the boot; the socket still enabled;
-#             the ctl selftest; purge, nothing left; power off
+#             the ctl selftest; the libvirt guest; purge, nothing left;
+#             power off
 set -uo pipefail
 
 share=/mnt/vbt
@@ -147,6 +150,83 @@ ctl_selftest() {
 	run rmmod brd
 }
 
+# A guest of libvirt's on a disk the bridge serves, as a Debian 13 host
+# runs one: libvirt's own daemons, the shipped domain XML
+# (Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml) defined and
+# started with virsh, QEMU as libvirt-qemu, the bridge an instance of the
+# packaged units.  The guest is the end-to-end test's (its kernel and
+# read-only tools.img from the share), in its libvirt mode: it checks the
+# files the disk holds (made here, as the e2e's first boot leaves them),
+# writes and verifies 8 MiB with fio, and powers off; its results come
+# back in its console log.
+libvirt_guest() {
+	local name=vbb-e2e d=$state/files img=$state/vbb-e2e.img i st n=0
+	local console=/var/log/libvirt/qemu/vbb-e2e-console.log
+	local virsh=(virsh -c qemu:///system)
+
+	if [ ! -f "$in/bzImage" ] || [ ! -f "$in/tools.img" ]; then
+		result fail libvirt-guest "no guest kernel or tools.img in the share"
+		return
+	fi
+	# The disk: 256 MiB, an ext4 of 64 MiB at its start with two files
+	# and their SHA-256 sums.
+	rm -rf "$d" "$img"
+	mkdir -p "$d"
+	head -c 4M /dev/urandom >"$d/random"
+	cp /usr/bin/dpkg "$d/"
+	(cd "$d" && sha256sum random dpkg >SUMS)
+	truncate -s 256M "$img"
+	run mkfs.ext4 -q -F -d "$d" "$img" 64M
+	chown vhost-blk-bridge: "$img"
+	printf 'BACKEND=%s\nOPTIONS=--allow-uid libvirt-qemu --serial %s\n' \
+		"$img" "$name" >"/etc/vhost-blk-bridge/$name.conf"
+	check libvirt-socket systemctl enable --now "vhost-blk-bridge@$name.socket"
+	mkdir -p /var/lib/libvirt/boot /var/lib/libvirt/images
+	cp "$in/bzImage" "/var/lib/libvirt/boot/$name-bzImage"
+	cp "$in/tools.img" "/var/lib/libvirt/images/$name-tools.img"
+	rm -f "$console"
+	check libvirt-define "${virsh[@]}" define "$in/vhost-blk-bridge-domain.xml"
+	st=
+	if run "${virsh[@]}" start "$name"; then
+		result pass libvirt-start "$("${virsh[@]}" version 2>/dev/null | sed -n 's/^Running hypervisor: //p')"
+		for i in $(seq 1200); do
+			st=$("${virsh[@]}" domstate "$name" 2>/dev/null)
+			[ "$st" = "shut off" ] && break
+			sleep 1
+		done
+		if [ "$st" = "shut off" ]; then
+			result pass libvirt-domain-ended "after $i s"
+		else
+			result fail libvirt-domain-ended "still '$st' after 1200 s"
+			run "${virsh[@]}" destroy "$name"
+		fi
+	else
+		result fail libvirt-start "see $log and libvirt-qemu-$stage.log"
+	fi
+	cp "/var/log/libvirt/qemu/$name.log" "$out/libvirt-qemu-$stage.log" 2>/dev/null
+	cp "$console" "$out/guest-$stage.log" 2>/dev/null
+	# The guest's own results, each a result here.
+	while read -r _ gname gres gdetail; do
+		n=$((n + 1))
+		result "$gres" "guest:$gname" "$gdetail"
+	done < <(tr -d '\r' <"$console" 2>/dev/null | grep '^VBB-E2E-RESULT ')
+	if [ "$n" -gt 0 ] && tr -d '\r' <"$console" | grep -q '^VBB-E2E-DONE'; then
+		result pass libvirt-guest-done "$n results from the guest"
+	else
+		result fail libvirt-guest-done "$n results and no VBB-E2E-DONE in its console (guest-$stage.log)"
+	fi
+	run "${virsh[@]}" undefine "$name"
+	# The bridge that served it was the instance's service.
+	if journalctl -b --no-pager -u "vhost-blk-bridge@$name.service" |
+	   grep -q 'frontend connected'; then
+		result pass libvirt-bridge-served "vhost-blk-bridge@$name.service served the guest's QEMU"
+	else
+		result fail libvirt-bridge-served "$(journalctl -b --no-pager -u "vhost-blk-bridge@$name.service" | tail -n 3 | tr '\n' ';')"
+	fi
+	run systemctl disable --now "vhost-blk-bridge@$name.socket" \
+		"vhost-blk-bridge@$name.service"
+}
+
 say "stage $stage on $krel"
 export DEBIAN_FRONTEND=noninteractive
 case $stage in
@@ -188,6 +268,7 @@ EOF
 		result fail socket-active "$(systemctl status --no-pager vhost-blk-bridge@disk.socket 2>&1 | head -n 5 | tr '\n' ';')"
 	fi
 	ctl_selftest
+	libvirt_guest
 	# The kernel upgrade, as a Debian 13 user makes it: the backports
 	# kernel with its headers, and its linux-source for the DKMS build
 	# (linux-source is the metapackage of the newest series).
@@ -226,6 +307,7 @@ upgraded)
 		result fail socket-after-upgrade "$(systemctl is-enabled vhost-blk-bridge@disk.socket) $(systemctl is-active vhost-blk-bridge@disk.socket)"
 	fi
 	ctl_selftest
+	libvirt_guest
 	run systemctl disable --now vhost-blk-bridge@disk.socket
 	run rmmod vhost_blk
 	check purge apt-get purge -y vhost-blk-dkms vhost-blk-tools
