@@ -323,11 +323,11 @@ upgraded)
 		result fail purged "left: $(tr '\n' ' ' <<<"$left")"
 	fi
 	touch "$out/done"
-	finish done poweroff
+	finish "done" poweroff
 	;;
 *)
 	result fail stage "unknown stage '$stage'"
 	touch "$out/done"
-	finish done poweroff
+	finish "done" poweroff
 	;;
 esac
