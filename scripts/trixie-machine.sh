@@ -23,8 +23,10 @@ cache=${VHOST_BLK_CACHE:-/var/cache/vhost-blk}
 mirror=${VHOST_BLK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 # Installed in the image.  The rest of a server (ssh, networking) is not
-# needed by the test, and the test runs without a network.
-pkgs="systemd-sysv udev dbus kmod initramfs-tools xz-utils e2fsprogs procps
+# needed by the test, and the test runs without a network.  zstd is what
+# initramfs-tools recommends, and compresses the initrd the kernel upgrade
+# makes (gzip without it).
+pkgs="systemd-sysv udev dbus kmod initramfs-tools zstd xz-utils e2fsprogs procps
       linux-image-amd64 linux-headers-amd64 linux-source-6.12 dkms
       qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients"
 # Downloaded into its apt cache, for the kernel upgrade.
