@@ -3,6 +3,7 @@
  * Split virtqueue, driver side.  See vq.h.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +373,8 @@ int vq_wait_call(struct vq *vq, int timeout_ms)
 	return 0;
 }
 
+static void vq_hang_report(struct vq *vq);
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -382,10 +385,11 @@ static int64_t now_ms(void)
 
 int vq_wait_used(struct vq *vq, struct vq_used *out, int timeout_ms)
 {
+	bool hang_guard = timeout_ms < 0;
 	int64_t deadline;
 	int r;
 
-	if (timeout_ms < 0)
+	if (hang_guard)
 		timeout_ms = VQ_HANG_TIMEOUT_MS;
 	deadline = now_ms() + timeout_ms;
 
@@ -409,7 +413,39 @@ int vq_wait_used(struct vq *vq, struct vq_used *out, int timeout_ms)
 		vq->index, timeout_ms, vq->inflight, vq->avail_idx,
 		__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE),
 		vq->last_used_idx);
+	if (hang_guard)
+		vq_hang_report(vq);
 	return -ETIMEDOUT;
+}
+
+static void vq_hang_report(struct vq *vq)
+{
+	uint16_t used;
+
+	guest_log("vq %u: driver: %" PRIu64 " kicks, %" PRIu64
+		  " suppressed, last kick check at avail idx %u; avail_event %u, used_event %u, used flags %#x, avail flags %#x; %" PRIu64
+		  " notifications",
+		  vq->index, vq->kicks, vq->kicks_suppressed, vq->kicked_idx,
+		  __atomic_load_n(vq_avail_event(vq), __ATOMIC_RELAXED),
+		  __atomic_load_n(vq_used_event(vq), __ATOMIC_RELAXED),
+		  __atomic_load_n(&vq->used->flags, __ATOMIC_RELAXED),
+		  __atomic_load_n(&vq->avail->flags, __ATOMIC_RELAXED),
+		  vq->notifications);
+	if (vq->hang_report)
+		vq->hang_report(vq, vq->hang_arg);
+	/*
+	 * A lost kick or a lost completion?  Kick once more and look again
+	 * (the wait has failed whatever this shows).
+	 */
+	used = __atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE);
+	if (vq->kick_fd < 0 || vq_kick_force(vq) < 0)
+		return;
+	usleep(1000 * 1000);
+	guest_log("vq %u: one more kick: used idx %u -> %u a second later",
+		  vq->index, used,
+		  __atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
+	if (vq->hang_report)
+		vq->hang_report(vq, vq->hang_arg);
 }
 
 void vq_set_cb_mode(struct vq *vq, enum vq_cb_mode mode)

@@ -92,6 +92,13 @@ struct vq {
 	uint64_t notifications;		/* sum of call eventfd counters */
 	uint64_t call_reads;		/* call eventfd reads returning > 0 */
 	uint64_t completions;		/* used elements harvested */
+
+	/*
+	 * Called when a wait for a completion gives up, to say what the
+	 * device saw (vblk_dev.c sets it to print the queue's counters).
+	 */
+	void (*hang_report)(const struct vq *vq, void *arg);
+	void *hang_arg;
 };
 
 enum {
@@ -150,6 +157,10 @@ int vq_wait_call(struct vq *vq, int timeout_ms);
 /*
  * Take one used element, waiting up to @timeout_ms (negative: the hang
  * timeout) for it.  0 with *out filled, -ETIMEDOUT (reported), -errno.
+ * When the hang timeout runs out, the driver's and (hang_report) the
+ * device's view of the queue are logged, and the queue is kicked once
+ * more and looked at a second later: a lost kick and a lost completion
+ * tell themselves apart.
  */
 int vq_wait_used(struct vq *vq, struct vq_used *out, int timeout_ms);
 
