@@ -26,14 +26,22 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 # needed by the test, and the test runs without a network.  zstd is what
 # initramfs-tools recommends, and compresses the initrd the kernel upgrade
 # makes (gzip without it).
+#
+# mmdebstrap installs no Recommends, where apt-get on a Debian host does:
+# build-essential (dkms's), apparmor (libvirt-daemon-system's), rsync and
+# manpages-dev are what a host installed with them has and this one would
+# otherwise get only with the kernel upgrade, its apt-get following the
+# 7.3 packages' Recommends (g++ and the rest: minutes under TCG that are
+# not the upgrade's).
 pkgs="systemd-sysv udev dbus kmod initramfs-tools zstd xz-utils e2fsprogs procps
       linux-image-amd64 linux-headers-amd64 linux-source-6.12 dkms
+      build-essential apparmor rsync manpages-dev
       qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients"
 # Downloaded into its apt cache, for the kernel upgrade.
 upgrade_pkgs="linux-image-amd64 linux-headers-amd64 linux-source"
 size=8G
 # Bump when the way the image is made changes.
-format=2
+format=3
 
 usage() {
 	cat <<EOF
@@ -106,6 +114,10 @@ log "creating the Debian 13 machine in $dir (mmdebstrap; a few minutes)"
 # The hooks run on the host, with the root as \$1:
 #   - the machine's identity: fstab, hostname, an empty machine-id (made
 #     at first boot), no root password prompt on the console;
+#   - dpkg without its fsyncs (force-unsafe-io, as Debian's container
+#     images have it): the disk is a throw-away overlay, and each fsync
+#     is a journal commit under TCG, thousands of them in a kernel
+#     upgrade;
 #   - the 7.3 packages downloaded into its apt cache (with their
 #     Recommends, which apt-get installs there by default), which is kept
 #     (--skip=cleanup/apt/cache) with the lists (cleanup/apt/lists), so
@@ -122,6 +134,7 @@ mmdebstrap --variant=required --mode=root --skip=cleanup/reproducible \
 	--customize-hook='echo vhost-blk-trixie >"$1/etc/hostname"' \
 	--customize-hook='printf "127.0.1.1\tvhost-blk-trixie\n" >>"$1/etc/hosts"' \
 	--customize-hook=': >"$1/etc/machine-id"' \
+	--customize-hook='echo force-unsafe-io >"$1/etc/dpkg/dpkg.cfg.d/vhost-blk-test-unsafe-io"' \
 	--customize-hook="chroot \"\$1\" apt-get install -y -q --download-only -o APT::Install-Recommends=true -t trixie-backports $upgrade_pkgs" \
 	--customize-hook="cp '$top/tools/testing/vhost-blk-ci/trixie/vhost-blk-test-stage.service' \"\$1/etc/systemd/system/\"" \
 	--customize-hook='mkdir -p "$1/etc/systemd/system/multi-user.target.wants" "$1/mnt/vbt"' \

@@ -7,10 +7,11 @@
 #
 # Kernel parameters: vbb.mode=rw|reconnect|migrate|ro|libvirt|demo|bench|probe,
 # vbb.serial=S, vbb.resize=1 (reconnect: ask the host to grow the disk, see
-# it grow), vbb.hotplug=1 (reconnect: ask for a memory hot-plug while reads
-# run), vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo:
-# seconds per fio job; bench: too), vbb.jobs=J1,J2... and vbb.njobs=N
-# (bench: the sections of fio-bench.job to run, and fio jobs per section,
+# it grow; libvirt asks when the disk's file system has a file GROW),
+# vbb.hotplug=1 (reconnect: ask for a memory hot-plug while reads run),
+# vbb.qd1=SIZE, vbb.qd16=SIZE (fio sizes), vbb.runtime=S (demo: seconds
+# per fio job; bench: too), vbb.jobs=J1,J2... and vbb.njobs=N (bench: the
+# sections of fio-bench.job to run, and fio jobs per section,
 # one per CPU).  Every check prints
 #   VBB-E2E-RESULT <name> pass|fail [detail]
 # and every phase VBB-E2E-TIME <name> <seconds>; the demo prints fio's terse
@@ -77,6 +78,27 @@ fio_check() {	# fio_check WHAT [fio options]: fio_run, a result per job
 	[ "$rc" = 0 ] || result "fio-$what-status" fail "fio exit status $rc"
 	[ "$rc" = 0 ] || sed 's/^/  | /' /tmp/out | tail -n 20
 	fio_summary
+}
+
+# grown_check BEFORE: the capacity, BEFORE sectors when the host was
+# asked to grow the disk, grows (the host grows the disk and has the
+# bridge send CONFIG_CHANGE_MSG; QEMU interrupts us with the new
+# capacity; the wait is a hang guard only), and the new area takes writes
+# and reads them back.
+grown_check() {
+	before=$1
+	i=0
+	while [ "$(cat /sys/block/vda/size)" = "$before" ] && [ $i -lt 1500 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	after=$(cat /sys/block/vda/size)
+	check resize-capacity-grew test "$after" -gt "$before"
+	echo "  resize: /sys/block/vda/size $before -> $after"
+	check resize-new-area-write-verify fio --name=grown \
+		--filename=/dev/vda --offset=$((before * 512)) --size=8m \
+		--rw=write --bs=64k --direct=1 --ioengine=psync \
+		--verify=crc32c --do_verify=1 --output=/tmp/grown
 }
 
 # (The bench's peers do not all pass a serial on.)
@@ -181,26 +203,13 @@ reconnect)
 	phase_end reconnect
 	if [ "$(arg vbb.resize)" = 1 ]; then
 		# Online resize: the host grows the disk and SIGHUPs the
-		# bridge, which sends CONFIG_CHANGE_MSG; QEMU interrupts us
-		# with the new capacity.  The wait is a hang guard only.
+		# bridge, then answers on the console.
 		phase_start
 		before=$(cat /sys/block/vda/size)
 		echo "VBB-E2E-RESIZE-REQUEST $before"
 		read -r -t 300 ack </dev/console
 		check resize-request-answered test "$ack" = VBB-E2E-GO
-		i=0
-		while [ "$(cat /sys/block/vda/size)" = "$before" ] && [ $i -lt 600 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		after=$(cat /sys/block/vda/size)
-		check resize-capacity-grew test "$after" -gt "$before"
-		echo "  resize: /sys/block/vda/size $before -> $after"
-		# The new area takes writes and reads them back.
-		check resize-new-area-write-verify fio --name=grown \
-			--filename=/dev/vda --offset=$((before * 512)) --size=8m \
-			--rw=write --bs=64k --direct=1 --ioengine=psync \
-			--verify=crc32c --do_verify=1 --output=/tmp/grown
+		grown_check "$before"
 		phase_end resize
 	fi
 	;;
@@ -226,6 +235,22 @@ libvirt)
 		--offset=232m --rw=randwrite --verify=crc32c --randrepeat=1 \
 		--do_verify=1
 	phase_end libvirt
+	# A host that will grow the disk under us, as a systemd host does
+	# (the image grown, then systemctl reload of the bridge's instance),
+	# says so with a file GROW on it: libvirt's console is a log file,
+	# so there is no answer to read, only the capacity to watch.
+	if mount -o ro /dev/vda /mnt 2>/dev/null; then
+		grow=0
+		[ -f /mnt/GROW ] && grow=1
+		umount /mnt
+		if [ "$grow" = 1 ]; then
+			phase_start
+			before=$(cat /sys/block/vda/size)
+			echo "VBB-E2E-RESIZE-REQUEST $before"
+			grown_check "$before"
+			phase_end resize
+		fi
+	fi
 	;;
 migrate)
 	# Live migration with I/O running: write a pattern, ask the host to

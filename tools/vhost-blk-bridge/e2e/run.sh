@@ -33,6 +33,10 @@ Options:
   --poll-us N          the bridge's --poll-us (default 0)
   --no-migrate         leave out boot 3, the live migration (make check
                        does; make check-long does not)
+  --no-libvirt         leave out boot 5, the guest of libvirt's (make
+                       check does: its Debian 13 machine boots that guest
+                       with real systemd and libvirt; make check-long
+                       does not)
   --probe              only boot the nested guest once, with its kernel
                        log, and time program start-up (diagnostics)
   --timeout S          for the whole VM run (default 1800)
@@ -50,7 +54,7 @@ while [ $# -gt 0 ]; do
 	--ko) ko=$(realpath "$2"); shift 2 ;;
 	--backend|--queues|--smp|--qd1-size|--qd16-size|--poll-us)
 		args+=("$1" "$2"); shift 2 ;;
-	--probe|--no-migrate) args+=("$1"); shift ;;
+	--probe|--no-migrate|--no-libvirt) args+=("$1"); shift ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--tcg-threads) vm_args+=(--tcg-threads "$2"); shift 2 ;;
 	--tap) tap=$(realpath -m "$2"); shift 2 ;;

@@ -39,10 +39,19 @@ result() {	# result pass|fail NAME [DETAIL]
 	echo "$1 $stage:$2 ${3:-}" >>"$out/results"
 	say "$1 $stage:$2 ${3:-}"
 }
-# run COMMAND...: into the log, with a header line.
+# run COMMAND...: into the log, with a header line, each line of output
+# stamped with the time it was complete (printf's %(...)T: no fork), so
+# that the log shows where a stage's time went.
 run() {
-	echo "+ [$stage] $*" >>"$log"
-	"$@" >>"$log" 2>&1
+	local rc
+
+	printf '%(%T)T + [%s] %s\n' -1 "$stage" "$*" >>"$log"
+	"$@" 2>&1 | while IFS= read -r line; do
+		printf '%(%T)T %s\n' -1 "$line"
+	done >>"$log"
+	rc=${PIPESTATUS[0]}
+	printf '%(%T)T = %s\n' -1 "$rc" >>"$log"
+	return "$rc"
 }
 # check NAME COMMAND...: pass when COMMAND succeeds.
 check() {
@@ -150,19 +159,56 @@ ctl_selftest() {
 	run rmmod brd
 }
 
+# charge_sample SERVICE: "QEMU_CGROUP N IN_QEMU" while the guest runs:
+# QEMU's cgroup (libvirt's machine scope), and how many of the kthreads
+# that work for the guest (the vhost worker vhost-PID and the sync task
+# vhost-blk-PID, PID the bridge's) there are and are in it.  Nothing until
+# QEMU and the bridge both run.  Builtins only: this runs every second.
+charge_sample() {
+	local bpid qpid qcg='' cg p comm line n=0 inq=0
+
+	bpid=$(systemctl show -p MainPID --value "$1")
+	qpid=$(cat /run/libvirt/qemu/vbb-e2e.pid 2>/dev/null)
+	[ -n "$qpid" ] && [ "${bpid:-0}" != 0 ] || return 0
+	while read -r line; do
+		qcg=${line#0::}
+	done <"/proc/$qpid/cgroup"
+	[ -n "$qcg" ] || return 0
+	for p in /proc/[0-9]*; do
+		read -r comm <"$p/comm" 2>/dev/null || continue
+		case "$comm" in
+		"vhost-$bpid" | "vhost-blk-$bpid"*) ;;
+		*) continue ;;
+		esac
+		cg=
+		while read -r line; do
+			cg=${line#0::}
+		done <"$p/cgroup"
+		n=$((n + 1))
+		[ "$cg" = "$qcg" ] && inq=$((inq + 1))
+	done
+	echo "$qcg $n $inq"
+}
+
 # A guest of libvirt's on a disk the bridge serves, as a Debian 13 host
 # runs one: libvirt's own daemons, the shipped domain XML
 # (Documentation/virt/vhost-blk/vhost-blk-bridge-domain.xml) defined and
-# started with virsh, QEMU as libvirt-qemu, the bridge an instance of the
-# packaged units.  The guest is the end-to-end test's (its kernel and
-# read-only tools.img from the share), in its libvirt mode: it checks the
-# files the disk holds (made here, as the e2e's first boot leaves them),
-# writes and verifies 8 MiB with fio, and powers off; its results come
-# back in its console log.
+# started with virsh, QEMU as libvirt-qemu in the machine scope systemd
+# gives it, the bridge an instance of the packaged units.  The guest is
+# the end-to-end test's (its kernel and read-only tools.img from the
+# share), in its libvirt mode: it checks the files the disk holds (made
+# here, as the e2e's first boot leaves them), writes and verifies 8 MiB
+# with fio; the file GROW among them has it ask for more room, which it
+# gets as a user gives it: the image grown, then systemctl reload of the
+# instance; it sees the capacity grow, writes and verifies the new area,
+# and powers off.  Its results come back in its console log.  Meanwhile
+# the kthreads that serve it must be in QEMU's cgroup, not the bridge's
+# (--charge auto): the VM's io.max, memory.max and cpu.max bound its disk.
 libvirt_guest() {
 	local name=vbb-e2e d=$state/files img=$state/vbb-e2e.img i st n=0
 	local console=/var/log/libvirt/qemu/vbb-e2e-console.log
-	local virsh=(virsh -c qemu:///system)
+	local virsh=(virsh -c qemu:///system) svc=vhost-blk-bridge@vbb-e2e.service
+	local grown=0 charge='' sample qcg kn kinq
 
 	if [ ! -f "$in/bzImage" ] || [ ! -f "$in/tools.img" ]; then
 		result fail libvirt-guest "no guest kernel or tools.img in the share"
@@ -175,6 +221,7 @@ libvirt_guest() {
 	head -c 4M /dev/urandom >"$d/random"
 	cp /usr/bin/dpkg "$d/"
 	(cd "$d" && sha256sum random dpkg >SUMS)
+	: >"$d/GROW"
 	truncate -s 256M "$img"
 	run mkfs.ext4 -q -F -d "$d" "$img" 64M
 	chown vhost-blk-bridge: "$img"
@@ -192,6 +239,15 @@ libvirt_guest() {
 		for i in $(seq 1200); do
 			st=$("${virsh[@]}" domstate "$name" 2>/dev/null)
 			[ "$st" = "shut off" ] && break
+			sample=$(charge_sample "$svc")
+			read -r _ kn _ <<<"$sample"
+			[ "${kn:-0}" -ge 2 ] && charge=$sample
+			if [ "$grown" = 0 ] &&
+			   grep -q '^VBB-E2E-RESIZE-REQUEST' "$console" 2>/dev/null; then
+				grown=1
+				run truncate -s +64M "$img"
+				check libvirt-reload systemctl reload "$svc"
+			fi
 			sleep 1
 		done
 		if [ "$st" = "shut off" ]; then
@@ -216,12 +272,27 @@ libvirt_guest() {
 		result fail libvirt-guest-done "$n results and no VBB-E2E-DONE in its console (guest-$stage.log)"
 	fi
 	run "${virsh[@]}" undefine "$name"
-	# The bridge that served it was the instance's service.
-	if journalctl -b --no-pager -u "vhost-blk-bridge@$name.service" |
-	   grep -q 'frontend connected'; then
-		result pass libvirt-bridge-served "vhost-blk-bridge@$name.service served the guest's QEMU"
+	# The bridge that served it was the instance's service; it told the
+	# guest of the new size, and charged the guest's work to its VM.
+	journalctl -b --no-pager -o cat -u "$svc" >"$out/bridge-$stage.log" 2>&1
+	if grep -q 'frontend connected' "$out/bridge-$stage.log"; then
+		result pass libvirt-bridge-served "$svc served the guest's QEMU"
 	else
-		result fail libvirt-bridge-served "$(journalctl -b --no-pager -u "vhost-blk-bridge@$name.service" | tail -n 3 | tr '\n' ';')"
+		result fail libvirt-bridge-served "$(tail -n 3 "$out/bridge-$stage.log" | tr '\n' ';')"
+	fi
+	if [ "$grown" = 1 ] &&
+	   grep -q 'config change sent to the frontend' "$out/bridge-$stage.log"; then
+		result pass libvirt-resize "the image grown by 64 MiB, systemctl reload: the bridge sent the config change"
+	else
+		result fail libvirt-resize "$([ "$grown" = 1 ] || echo 'the guest never asked; ')no config change in bridge-$stage.log"
+	fi
+	read -r qcg kn kinq <<<"$charge"
+	if ! grep -q "charged to the frontend's cgroups" "$out/bridge-$stage.log"; then
+		result fail libvirt-charged-to-the-vm "the bridge did not charge the frontend (bridge-$stage.log)"
+	elif [ -z "$charge" ] || [ "$kinq" != "$kn" ]; then
+		result fail libvirt-charged-to-the-vm "kthreads of the guest: ${kn:-none found}, ${kinq:-0} in QEMU's cgroup ${qcg:-?}"
+	else
+		result pass libvirt-charged-to-the-vm "$kn kthreads in QEMU's cgroup $qcg"
 	fi
 	run systemctl disable --now "vhost-blk-bridge@$name.socket" \
 		"vhost-blk-bridge@$name.service"
