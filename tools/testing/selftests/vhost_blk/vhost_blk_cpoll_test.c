@@ -450,7 +450,7 @@ static void post_polled_writes(struct __test_metadata *_metadata,
 
 	post_writes(_metadata, e, vq, req, sector, len, seed);
 	ASSERT_LE(0, vq_kick(vq));
-	for (i = 0; i < VQ_HANG_TIMEOUT_MS; i++) {
+	for (i = 0; i < (unsigned int)vq_hang_timeout_ms(); i++) {
 		st = stats0(_metadata, e);
 		if (st.polled_bios)
 			return;

@@ -441,10 +441,10 @@ static uint16_t vring_base(struct __test_metadata *_metadata, int fd)
 static uint16_t wait_taken(struct __test_metadata *_metadata, int fd,
 			   uint16_t start)
 {
-	uint16_t base;
+	uint16_t base = start;
 	int i;
 
-	for (i = 0; i < VQ_HANG_TIMEOUT_MS * 10; i++) {
+	for (i = 0; i < vq_hang_timeout_ms() * 10; i++) {
 		base = vring_base(_metadata, fd);
 		if (base != start)
 			return base;
@@ -461,7 +461,7 @@ static void wait_all_taken(struct __test_metadata *_metadata, int fd,
 	uint16_t base = start;
 	int i;
 
-	for (i = 0; i < VQ_HANG_TIMEOUT_MS * 10; i++) {
+	for (i = 0; i < vq_hang_timeout_ms() * 10; i++) {
 		base = vring_base(_metadata, fd);
 		if (base == (uint16_t)(start + n))
 			return;
@@ -1459,7 +1459,7 @@ static void wait_task_in_d(struct __test_metadata *_metadata, pid_t pid)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	for (i = 0; i < VQ_HANG_TIMEOUT_MS * 10; i++) {
+	for (i = 0; i < vq_hang_timeout_ms() * 10; i++) {
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		ASSERT_LE(0, fd) TH_LOG("open %s: %s", path, strerror(errno));
 		n = read(fd, buf, sizeof(buf) - 1);
@@ -1736,7 +1736,7 @@ TEST_F(vhost_blk_ctl, event_idx_used_event_defers_the_call)
 	pattern_fill(buf, sizeof(buf), new_seed(e), 0);
 	write_ok(_metadata, e, vq, 1000, buf, sizeof(buf), NULL);
 	if (!vq->notifications)
-		ASSERT_EQ(0, vq_wait_call(vq, VQ_HANG_TIMEOUT_MS));
+		ASSERT_EQ(0, vq_wait_call(vq, vq_hang_timeout_ms()));
 	vq_drain_calls(vq);
 	calls = vq->notifications;
 
@@ -1757,7 +1757,7 @@ TEST_F(vhost_blk_ctl, event_idx_used_event_defers_the_call)
 		ASSERT_EQ(0, blk_req_post(vq, &req[i]));
 		ASSERT_LE(0, vq_kick(vq));
 	}
-	ASSERT_EQ(0, vq_wait_call(vq, VQ_HANG_TIMEOUT_MS))
+	ASSERT_EQ(0, vq_wait_call(vq, vq_hang_timeout_ms()))
 		TH_LOG("no call after %u completions", vq_used_pending(vq));
 	EXPECT_EQ(N, vq_used_pending(vq))
 		TH_LOG("called with %u of %u completions, used_event %u",
@@ -1809,7 +1809,7 @@ TEST_F(vhost_blk_ctl, no_interrupt_flag_suppresses_the_call)
 	pattern_fill(buf, sizeof(buf), new_seed(e), 1300 * SECTOR);
 	write_ok(_metadata, e, vq, 1300, buf, sizeof(buf), NULL);
 	if (!vq->notifications)
-		ASSERT_EQ(0, vq_wait_call(vq, VQ_HANG_TIMEOUT_MS))
+		ASSERT_EQ(0, vq_wait_call(vq, vq_hang_timeout_ms()))
 			TH_LOG("no call with interrupts enabled");
 	free_reqs(req, N);
 }

@@ -49,7 +49,7 @@ static void spin_used(struct __test_metadata *_metadata, struct vq *vq,
 {
 	int i;
 
-	for (i = 0; i < VQ_HANG_TIMEOUT_MS * 5; i++) {
+	for (i = 0; i < vq_hang_timeout_ms() * 5; i++) {
 		if (vq_get_used(vq, u)) {
 			ASSERT_FALSE(u->bad);
 			return;
@@ -198,7 +198,7 @@ TEST_F(fastpath, event_idx_signals_once_after_used_event)
 	/* The first completion after start always signals. */
 	vq_set_used_event(vq, vq->last_used_idx);
 	run_spin(_metadata, vq, &req);
-	ASSERT_EQ(0, vq_wait_call(vq, VQ_HANG_TIMEOUT_MS));
+	ASSERT_EQ(0, vq_wait_call(vq, vq_hang_timeout_ms()));
 	stats(_metadata, dev->fd, 0, true);
 	before = vq->notifications;
 
@@ -212,7 +212,7 @@ TEST_F(fastpath, event_idx_signals_once_after_used_event)
 		ASSERT_EQ((uint64_t)(i + 1 == n ? n - 1 : i + 1),
 			  st.notifies_suppressed);
 	}
-	ASSERT_EQ(0, vq_wait_call(vq, VQ_HANG_TIMEOUT_MS));
+	ASSERT_EQ(0, vq_wait_call(vq, vq_hang_timeout_ms()));
 	ASSERT_EQ(0ULL, vq_drain_calls(vq));
 	ASSERT_EQ(1ULL, vq->notifications - before);
 	ASSERT_EQ((uint64_t)n, st.reqs_in);

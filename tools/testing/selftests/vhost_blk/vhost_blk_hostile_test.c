@@ -1619,7 +1619,7 @@ static void expect_core_reject(struct __test_metadata *_metadata,
 	hq_eventfd_read(self->err[0]);
 
 	ASSERT_EQ(1, vq_kick_force(vq0));
-	ASSERT_EQ(1, hq_wait_fd(self->err[0], VQ_HANG_TIMEOUT_MS))
+	ASSERT_EQ(1, hq_wait_fd(self->err[0], vq_hang_timeout_ms()))
 		TH_LOG("%s: the vhost core reported nothing", what);
 	ASSERT_LE(1ULL, hq_eventfd_read(self->err[0]));
 	usleep(50000);
@@ -1628,7 +1628,7 @@ static void expect_core_reject(struct __test_metadata *_metadata,
 
 	/* Kicked again, the core meets the same head again. */
 	ASSERT_EQ(1, vq_kick_force(vq0));
-	ASSERT_EQ(1, hq_wait_fd(self->err[0], VQ_HANG_TIMEOUT_MS))
+	ASSERT_EQ(1, hq_wait_fd(self->err[0], vq_hang_timeout_ms()))
 		TH_LOG("%s: no error on the second kick", what);
 	hq_eventfd_read(self->err[0]);
 	ASSERT_EQ(used0, vq0->used->idx);
@@ -1988,7 +1988,7 @@ TEST_F_TIMEOUT(hostile, unwritable_used_ring_is_counted_and_reported, 60)
 	ASSERT_EQ(1, vq_kick_force(vq));
 
 	/* The read itself is done, and its status written; then lost. */
-	for (i = 0; i < VQ_HANG_TIMEOUT_MS; i++) {
+	for (i = 0; i < vq_hang_timeout_ms(); i++) {
 		ASSERT_EQ(0, hq_stats(e->dev.fd, 0, false, &st));
 		if (st.used_errors)
 			break;

@@ -383,15 +383,47 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int vq_hang_timeout_ms(void)
+{
+	static int ms;
+	const char *env;
+	char *end;
+	long v;
+
+	if (ms)
+		return ms;
+	ms = VQ_HANG_TIMEOUT_MS;
+	env = getenv("VHOST_BLK_TEST_HANG_MS");
+	if (env && *env) {
+		v = strtol(env, &end, 10);
+		if (!*end && v > 0 && v <= 3600 * 1000)
+			ms = (int)v;
+		else
+			guest_log("VHOST_BLK_TEST_HANG_MS='%s' is not a number of ms: %d",
+				  env, ms);
+	}
+	return ms;
+}
+
+/* A wait of the hang guard that came close: said, as a hint, never a failure. */
+static void vq_note_slow(const struct vq *vq, int64_t start, int timeout_ms)
+{
+	int64_t took = now_ms() - start;
+
+	if (took > timeout_ms / 4)
+		guest_log("vq %u: a completion after %lld ms (hang guard %d ms)",
+			  vq->index, (long long)took, timeout_ms);
+}
+
 int vq_wait_used(struct vq *vq, struct vq_used *out, int timeout_ms)
 {
 	bool hang_guard = timeout_ms < 0;
-	int64_t deadline;
+	int64_t start = now_ms(), deadline;
 	int r;
 
 	if (hang_guard)
-		timeout_ms = VQ_HANG_TIMEOUT_MS;
-	deadline = now_ms() + timeout_ms;
+		timeout_ms = vq_hang_timeout_ms();
+	deadline = start + timeout_ms;
 
 	for (;;) {
 		int64_t left;
@@ -399,8 +431,11 @@ int vq_wait_used(struct vq *vq, struct vq_used *out, int timeout_ms)
 		if (vq_get_used(vq, out))
 			return 0;
 		vq_enable_cb(vq);
-		if (vq_get_used(vq, out))
+		if (vq_get_used(vq, out)) {
+			if (hang_guard)
+				vq_note_slow(vq, start, timeout_ms);
 			return 0;
+		}
 		left = deadline - now_ms();
 		if (left <= 0)
 			break;

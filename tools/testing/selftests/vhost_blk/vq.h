@@ -18,7 +18,7 @@
 
 #define VQ_DEFAULT_NUM		128
 #define VQ_DEFAULT_INDIRECT	512	/* entries per indirect table */
-#define VQ_HANG_TIMEOUT_MS	10000
+#define VQ_HANG_TIMEOUT_MS	10000	/* VHOST_BLK_TEST_HANG_MS overrides */
 
 struct vq_config {
 	unsigned int index;		/* virtqueue number on the device */
@@ -163,6 +163,12 @@ int vq_wait_call(struct vq *vq, int timeout_ms);
  * tell themselves apart.
  */
 int vq_wait_used(struct vq *vq, struct vq_used *out, int timeout_ms);
+
+/*
+ * The hang guard: VHOST_BLK_TEST_HANG_MS from the environment (ms, for a
+ * slow kernel on a loaded host), else VQ_HANG_TIMEOUT_MS.
+ */
+int vq_hang_timeout_ms(void);
 
 /* Read the call eventfd without blocking; returns the counter (0 if none). */
 uint64_t vq_drain_calls(struct vq *vq);
