@@ -29,6 +29,10 @@ msg() { printf '%s: %s\n' "$me" "$*" >&2; }
 die() { msg "error: $*"; exit 1; }
 
 mkdir -p "$out"
+# One build at a time: make check's end-to-end test and its Debian 13
+# machine both ask for the guest, in streams that start together.
+exec {lock_fd}>"$out/.lock"
+flock "$lock_fd"
 for tool in make gcc flex bison bc mke2fs busybox ldd sha256sum fio e2fsck; do
 	command -v "$tool" >/dev/null ||
 		die "$tool not found (packages: build-essential flex bison bc libelf-dev busybox-static fio e2fsprogs)"

@@ -56,6 +56,7 @@ wait_line() {
 # disk on the bridge at SOCKET.  A socket per CPU: the guest kernel has no
 # ACPI, and SeaBIOS's MP table lists only a socket's first CPU.  Run it in the background only: it execs,
 # so that the job's pid is the QEMU's own timeout, which a kill reaches.
+# mitigations=off: the guest runs under TCG (see vm/run-vm.sh).
 guest_qemu() {
 	local mode=$1 s=$2 accel=tcg
 
@@ -68,7 +69,7 @@ guest_qemu() {
 		-object "memory-backend-memfd,id=mem,size=${guest_mem}M,share=on${mem_opts:+,$mem_opts}" \
 		-numa node,memdev=mem \
 		-kernel "$kernel" \
-		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.resize=$resize vbb.hotplug=${hotplug_mem:+1} vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} $clock_args" \
+		-append "console=ttyS0 root=/dev/vdb ro rootfstype=ext4 init=/init panic=-1 loglevel=$loglevel vbb.mode=$mode vbb.serial=$serial vbb.resize=$resize vbb.hotplug=${hotplug_mem:+1} vbb.qd1=$qd1 vbb.qd16=$qd16 vbb.runtime=${demo:-0} mitigations=off $clock_args" \
 		-serial stdio \
 		-chardev "socket,id=vbb,path=$s" \
 		-device "vhost-user-blk-pci,chardev=vbb,num-queues=$queues,addr=0x4" \
