@@ -276,28 +276,29 @@ static void vblk_hang_report(const struct vq *vq, void *arg)
 		guest_log("vq %u: device: GET_VRING_STATS failed", vq->index);
 		return;
 	}
-	guest_log("vq %u: device: %llu kicks, %llu answered (in %llu out %llu flush %llu get_id %llu ranges %llu unsupp %llu ioerr %llu), %llu in flight, %llu used batches, %llu notifies, %llu suppressed, %llu polls, %llu polled bios, %llu used errors",
-		  vq->index, (unsigned long long)st.kicks,
-		  (unsigned long long)(st.reqs_in + st.reqs_out + st.reqs_flush +
-				       st.reqs_get_id + st.reqs_discard +
-				       st.reqs_write_zeroes +
-				       st.reqs_secure_erase + st.reqs_unsupp +
-				       st.reqs_ioerr),
-		  (unsigned long long)st.reqs_in,
-		  (unsigned long long)st.reqs_out,
-		  (unsigned long long)st.reqs_flush,
-		  (unsigned long long)st.reqs_get_id,
-		  (unsigned long long)(st.reqs_discard + st.reqs_write_zeroes +
-				       st.reqs_secure_erase),
-		  (unsigned long long)st.reqs_unsupp,
-		  (unsigned long long)st.reqs_ioerr,
-		  (unsigned long long)st.inflight,
-		  (unsigned long long)st.used_batches,
-		  (unsigned long long)st.notifies,
-		  (unsigned long long)st.notifies_suppressed,
-		  (unsigned long long)st.polls,
-		  (unsigned long long)st.polled_bios,
-		  (unsigned long long)st.used_errors);
+	guest_log(
+		"vq %u: device: %llu kicks, %llu answered (in %llu out %llu flush %llu get_id %llu ranges %llu unsupp %llu ioerr %llu), %llu in flight, %llu used batches, %llu notifies, %llu suppressed, %llu polls, %llu polled bios, %llu used errors",
+		vq->index, (unsigned long long)st.kicks,
+		(unsigned long long)(st.reqs_in + st.reqs_out + st.reqs_flush +
+				     st.reqs_get_id + st.reqs_discard +
+				     st.reqs_write_zeroes +
+				     st.reqs_secure_erase + st.reqs_unsupp +
+				     st.reqs_ioerr),
+		(unsigned long long)st.reqs_in,
+		(unsigned long long)st.reqs_out,
+		(unsigned long long)st.reqs_flush,
+		(unsigned long long)st.reqs_get_id,
+		(unsigned long long)(st.reqs_discard + st.reqs_write_zeroes +
+				     st.reqs_secure_erase),
+		(unsigned long long)st.reqs_unsupp,
+		(unsigned long long)st.reqs_ioerr,
+		(unsigned long long)st.inflight,
+		(unsigned long long)st.used_batches,
+		(unsigned long long)st.notifies,
+		(unsigned long long)st.notifies_suppressed,
+		(unsigned long long)st.polls,
+		(unsigned long long)st.polled_bios,
+		(unsigned long long)st.used_errors);
 }
 
 int vblk_open(struct vblk_dev *dev, struct guest_mem *gm,

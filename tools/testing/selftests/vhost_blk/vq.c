@@ -457,15 +457,15 @@ static void vq_hang_report(struct vq *vq)
 {
 	uint16_t used;
 
-	guest_log("vq %u: driver: %" PRIu64 " kicks, %" PRIu64
-		  " suppressed, last kick check at avail idx %u; avail_event %u, used_event %u, used flags %#x, avail flags %#x; %" PRIu64
-		  " notifications",
-		  vq->index, vq->kicks, vq->kicks_suppressed, vq->kicked_idx,
-		  __atomic_load_n(vq_avail_event(vq), __ATOMIC_RELAXED),
-		  __atomic_load_n(vq_used_event(vq), __ATOMIC_RELAXED),
-		  __atomic_load_n(&vq->used->flags, __ATOMIC_RELAXED),
-		  __atomic_load_n(&vq->avail->flags, __ATOMIC_RELAXED),
-		  vq->notifications);
+	guest_log(
+		"vq %u: driver: %llu kicks, %llu suppressed, last kick check at avail idx %u; avail_event %u, used_event %u, used flags %#x, avail flags %#x; %llu notifications",
+		vq->index, (unsigned long long)vq->kicks,
+		(unsigned long long)vq->kicks_suppressed, vq->kicked_idx,
+		__atomic_load_n(vq_avail_event(vq), __ATOMIC_RELAXED),
+		__atomic_load_n(vq_used_event(vq), __ATOMIC_RELAXED),
+		__atomic_load_n(&vq->used->flags, __ATOMIC_RELAXED),
+		__atomic_load_n(&vq->avail->flags, __ATOMIC_RELAXED),
+		(unsigned long long)vq->notifications);
 	if (vq->hang_report)
 		vq->hang_report(vq, vq->hang_arg);
 	/*
