@@ -11,11 +11,10 @@
 # that kernel); one on the debug kernel (7.3 with KASAN, lockdep, UBSAN,
 # DEBUG_OBJECTS, kmemleak) running in_vm.sh --pass debug (the selftests,
 # the hostile suite with fewer fuzzer requests, kmemleak and lockdep
-# checks).  Beside them, on the other core: the Debian packages (make
-# deb) installed, used and purged in VMs of their own, on 6.12 and on 6.1
-# (package_test.sh), then the bridge's end-to-end test in a VM of its own;
-# and a third stream, the packages on a real Debian 13 machine
-# (trixie/run.sh).
+# checks), with the bridge's end-to-end test in a VM of its own before
+# it.  Beside them, on the other core: the Debian packages (make deb)
+# installed, used and purged in VMs of their own, on 6.12 and on 6.1
+# (package_test.sh), then on a real Debian 13 machine (trixie/run.sh).
 # From the start, beside the host tests: the patch series check
 # (scripts/patches.sh --check), then, with --long, the in-tree build in a
 # 7.3 tree with its kselftest run (scripts/intree.sh).  Counts the TAP results they left in
@@ -52,6 +51,7 @@ bindir=$BUILD/selftests
 timeout=${VHOST_BLK_CHECK_TIMEOUT:-1800}
 # The debug kernel is several times slower under TCG.
 debug_timeout=${VHOST_BLK_CHECK_DEBUG_TIMEOUT:-3600}
+trixie_timeout=${VHOST_BLK_CHECK_TRIXIE_TIMEOUT:-2700}
 # Fuzzer requests per backend on the debug kernel (18,000 in all, against
 # the stock run's 100,000): it answers 50 (ext4) to 400 (brd) requests a
 # second there, and 20,000 per backend took 10 of the debug VM's 27 min on
@@ -103,7 +103,8 @@ Options:
   -h, --help      this text
 
 Environment: VHOST_BLK_CHECK_TIMEOUT (stock VM and e2e, default 1800 s),
-VHOST_BLK_CHECK_DEBUG_TIMEOUT (debug VM, default 3600 s; with
+VHOST_BLK_CHECK_TRIXIE_TIMEOUT (each boot of the Debian 13 machine,
+default 2700 s), VHOST_BLK_CHECK_DEBUG_TIMEOUT (debug VM, default 3600 s; with
 --fuzz-debug VHOST_BLK_FUZZ_DEBUG_TIMEOUT, default 172800 s),
 VHOST_BLK_CHECK_DEBUG_FUZZ_REQUESTS (fuzzer requests per backend on the
 debug kernel, default 2000, 6000 with --long), VHOST_BLK_CHECK_TCG_THREADS
@@ -342,14 +343,21 @@ series_pid=$!
 # their results, NAME.vm.tap the VMs'.  Most of their 4 to 6 min each is
 # the DKMS build and depmod under TCG, on one vCPU thread.
 #
-# Then the bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge,
-# in a VM of its own that boots nested guests (about 16 min here); e2e.tap
-# says what ran, a 'not ok' line if nothing did.
+# Then the packages on a real Debian 13 machine (trixie/run.sh: systemd as
+# PID 1, a reboot, a guest of libvirt's whose disk grows under it, the
+# kernel upgrade to 7.3 with apt-get, the guest again, purge; three boots
+# of one vCPU).  On a new machine it first makes the machine's image
+# (5 min) and, or waits for, the libvirt guest's kernel (build-guest.sh,
+# 7 min).  Each boot may take 2700 s (VHOST_BLK_CHECK_TRIXIE_TIMEOUT):
+# a hang guard, not a budget.
 #
 # All of that runs in the background, one VM after the other, from as
 # soon as the builds are done: beside the host tests below, then the
-# stock, 6.1, 7.3 and debug VMs (each keeps one host CPU busy), and is
-# waited for after them.  It is the longer of the two streams.
+# stock, 6.1, 7.3, end-to-end and debug VMs (each keeps one host CPU
+# busy), and is waited for after them.  Two streams, not three: with a
+# third VM on two cores each of them ran at two thirds of its speed, the
+# nested guests slower still, and the run took longer (CI of 6792d83:
+# 66 min, and boots that timed out).
 pkg_out=$out/package
 pkg61_out=$out/package-6.1
 debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
@@ -363,11 +371,13 @@ background() {
 			bash "$here/package_test.sh" \
 			--tap "$pkg61_out/package-6.1.tap" "$BUILD/deb" "$bindir"
 	fi
-	bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
-		--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" \
-		${e2e_args[@]+"${e2e_args[@]}"} >"$out/e2e.log" 2>&1
-	[ -s "$out/e2e.tap" ] ||
-		tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
+	bash "$here/trixie/run.sh" --timeout "$trixie_timeout" \
+		--out "$out/trixie" "$BUILD/deb" "$bindir" >"$out/trixie.log" 2>&1
+	if [ ! -s "$out/trixie/trixie.tap" ]; then
+		mkdir -p "$out/trixie"
+		tap_file "$out/trixie/trixie.tap" not_ok \
+			"trixie-machine - trixie/run.sh did not run: $(tail -n 1 "$out/trixie.log")"
+	fi
 	# With --long, the real-guest benchmark's harness run (make
 	# bench-guest --quick, every peer; about 25 min under TCG).
 	[ "$long" = 1 ] || return 0
@@ -378,36 +388,16 @@ background() {
 		tap_file "$out/guest-bench.tap" not_ok guest-bench-ran
 }
 if [ "${#debs[@]}" -ge 2 ]; then
-	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then the bridge end-to-end test (log: $out/e2e.log)"
+	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then on the Debian 13 machine (log: $out/trixie.log)"
 else
 	note "no .debs in $BUILD/deb: run 'make deb'"
 	mkdir -p "$pkg_out"
 	tap_file "$pkg_out/package.tap" not_ok \
 		"packages: no vhost-blk-dkms and vhost-blk-tools .debs in $BUILD/deb (make deb)"
-	note "in the background: the bridge end-to-end test (log: $out/e2e.log)"
+	note "in the background: the Debian 13 machine (log: $out/trixie.log)"
 fi
 background &
 bg_pid=$!
-
-# The packages on a real Debian 13 machine (trixie/run.sh: systemd as
-# PID 1, a reboot, a guest of libvirt's whose disk grows under it, the
-# kernel upgrade to 7.3 with apt-get, the guest again, purge), a third
-# stream of its own from as soon as the builds are done: its one vCPU
-# shares the two host cores with the other two streams' VMs.  On a new
-# machine it first makes the machine's image (5 min) and, or waits for,
-# the libvirt guest's kernel (build-guest.sh, 7 min).
-trixie() {
-	bash "$here/trixie/run.sh" --timeout "$timeout" --out "$out/trixie" \
-		"$BUILD/deb" "$bindir" >"$out/trixie.log" 2>&1
-	if [ ! -s "$out/trixie/trixie.tap" ]; then
-		mkdir -p "$out/trixie"
-		tap_file "$out/trixie/trixie.tap" not_ok \
-			"trixie-machine - trixie/run.sh did not run: $(tail -n 1 "$out/trixie.log")"
-	fi
-}
-note "in the background: the packages on the Debian 13 machine (log: $out/trixie.log)"
-trixie &
-trixie_pid=$!
 
 # Host-side tests, before the foreground's VMs: they need none.  scripts/deps.sh's release
 # picker, against a fake apt-cache with deb-src entries.
@@ -497,6 +487,16 @@ for kv in 6.1 7.3; do
 	fi
 done
 
+# The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, in a
+# VM of its own that boots nested guests (about 11 min here); e2e.tap
+# says what ran, a 'not ok' line if nothing did.  Before the debug VM: on
+# a new machine the debug kernel is still being built behind it.
+note "the bridge end-to-end test (log: $out/e2e.log)"
+bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
+	--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" \
+	${e2e_args[@]+"${e2e_args[@]}"} >"$out/e2e.log" 2>&1
+[ -s "$out/e2e.tap" ] || tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
+
 if [ -n "$behind_pid" ]; then
 	note "waiting for the background builds: $builds_behind"
 	wait "$behind_pid"
@@ -515,7 +515,6 @@ if [ -f "$BUILD/module-debug/vhost_blk.ko" ]; then
 fi
 
 wait "$bg_pid"
-wait "$trixie_pid"
 wait "$series_pid"
 for tap in "$pkg_out/package.tap" "$pkg61_out/package-6.1.tap" "$out/e2e.tap"; do
 	note "$tap: $(grep -c '^ok' "$tap" 2>/dev/null) ok, $(grep -c '^not ok' "$tap" 2>/dev/null) not ok"
