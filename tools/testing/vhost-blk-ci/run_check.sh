@@ -11,10 +11,11 @@
 # that kernel); one on the debug kernel (7.3 with KASAN, lockdep, UBSAN,
 # DEBUG_OBJECTS, kmemleak) running in_vm.sh --pass debug (the selftests,
 # the hostile suite with fewer fuzzer requests, kmemleak and lockdep
-# checks), with the bridge's end-to-end test in a VM of its own before
-# it.  Beside them, on the other core: the Debian packages (make deb)
-# installed, used and purged in VMs of their own, on 6.12 and on 6.1
-# (package_test.sh), then on a real Debian 13 machine (trixie/run.sh).
+# checks); between the 7.3 and the debug VM, the Debian packages (make
+# deb) installed, used and purged on 6.1 in a VM of their own
+# (package_test.sh).  Beside them, on the other core: the same on 6.12,
+# the bridge's end-to-end test in a VM of its own, then the packages on a
+# real Debian 13 machine (trixie/run.sh).
 # From the start, beside the host tests: the patch series check
 # (scripts/patches.sh --check), then, with --long, the in-tree build in a
 # 7.3 tree with its kselftest run (scripts/intree.sh).  Counts the TAP results they left in
@@ -336,28 +337,32 @@ series_checks() {
 series_checks &
 series_pid=$!
 
-# The Debian packages (make deb) in VMs of their own, first on the stock
-# kernel, then on 6.1, with no module loaded by the runner: apt-get
-# installs them (DKMS builds vhost_blk.ko there), package_test.sh uses and
-# purges them.  package/package.tap and package-6.1/package-6.1.tap have
-# their results, NAME.vm.tap the VMs'.  Most of their 4 to 6 min each is
-# the DKMS build and depmod under TCG, on one vCPU thread.
+# The Debian packages (make deb) in VMs of their own, on the stock kernel
+# here and on 6.1 in the first stream (after its 7.3 VM), with no module
+# loaded by the runner: apt-get installs them (DKMS builds vhost_blk.ko
+# there), package_test.sh uses and purges them.  package/package.tap and
+# package-6.1/package-6.1.tap have their results, NAME.vm.tap the VMs'.
+# Most of their 3 to 5 min each is the DKMS build and depmod under TCG,
+# on one vCPU thread.
+#
+# Then the bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge,
+# in a VM of its own that boots nested guests (about 11 min here); e2e.tap
+# says what ran, a 'not ok' line if nothing did.
 #
 # Then the packages on a real Debian 13 machine (trixie/run.sh: systemd as
 # PID 1, a reboot, a guest of libvirt's whose disk grows under it, the
 # kernel upgrade to 7.3 with apt-get, the guest again, purge; three boots
 # of one vCPU).  On a new machine it first makes the machine's image
-# (5 min) and, or waits for, the libvirt guest's kernel (build-guest.sh,
-# 7 min).  Each boot may take 2700 s (VHOST_BLK_CHECK_TRIXIE_TIMEOUT):
+# (5 min).  Each boot may take 2700 s (VHOST_BLK_CHECK_TRIXIE_TIMEOUT):
 # a hang guard, not a budget.
 #
 # All of that runs in the background, one VM after the other, from as
 # soon as the builds are done: beside the host tests below, then the
-# stock, 6.1, 7.3, end-to-end and debug VMs (each keeps one host CPU
+# stock, 6.1, 7.3, 6.1 package and debug VMs (each keeps one host CPU
 # busy), and is waited for after them.  Two streams, not three: with a
 # third VM on two cores each of them ran at two thirds of its speed, the
 # nested guests slower still, and the run took longer (CI of 6792d83:
-# 66 min, and boots that timed out).
+# 63 min, and boots that timed out).
 pkg_out=$out/package
 pkg61_out=$out/package-6.1
 debs=("$BUILD"/deb/vhost-blk-dkms_*_all.deb "$BUILD"/deb/vhost-blk-tools_*.deb)
@@ -366,11 +371,12 @@ background() {
 		run_vm package "$pkg_out" "$timeout" --no-module -- \
 			bash "$here/package_test.sh" --tap "$pkg_out/package.tap" \
 			"$BUILD/deb" "$bindir"
-		run_vm package-6.1 "$pkg61_out" "$timeout" --no-module \
-			--kernel 6.1 -- \
-			bash "$here/package_test.sh" \
-			--tap "$pkg61_out/package-6.1.tap" "$BUILD/deb" "$bindir"
 	fi
+	bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
+		--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" \
+		${e2e_args[@]+"${e2e_args[@]}"} >"$out/e2e.log" 2>&1
+	[ -s "$out/e2e.tap" ] ||
+		tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
 	bash "$here/trixie/run.sh" --timeout "$trixie_timeout" \
 		--out "$out/trixie" "$BUILD/deb" "$bindir" >"$out/trixie.log" 2>&1
 	if [ ! -s "$out/trixie/trixie.tap" ]; then
@@ -388,13 +394,13 @@ background() {
 		tap_file "$out/guest-bench.tap" not_ok guest-bench-ran
 }
 if [ "${#debs[@]}" -ge 2 ]; then
-	note "in the background: Debian packages on 6.12, then 6.1: install with the DKMS build, use, purge (logs: $pkg_out/package.log, $pkg61_out/package.log); then on the Debian 13 machine (log: $out/trixie.log)"
+	note "in the background: Debian packages on 6.12: install with the DKMS build, use, purge (log: $pkg_out/package.log); the bridge end-to-end test (log: $out/e2e.log); the Debian 13 machine (log: $out/trixie.log)"
 else
 	note "no .debs in $BUILD/deb: run 'make deb'"
-	mkdir -p "$pkg_out"
+	mkdir -p "$pkg_out" "$pkg61_out"
 	tap_file "$pkg_out/package.tap" not_ok \
 		"packages: no vhost-blk-dkms and vhost-blk-tools .debs in $BUILD/deb (make deb)"
-	note "in the background: the Debian 13 machine (log: $out/trixie.log)"
+	note "in the background: the bridge end-to-end test (log: $out/e2e.log), the Debian 13 machine (log: $out/trixie.log)"
 fi
 background &
 bg_pid=$!
@@ -403,6 +409,13 @@ bg_pid=$!
 # picker, against a fake apt-cache with deb-src entries.
 bash "$repo/scripts/deps_test.sh" >"$out/host.deps-picker.tap" 2>&1
 note "release picker: $(grep -c '^ok' "$out/host.deps-picker.tap") ok, $(grep -c '^not ok' "$out/host.deps-picker.tap") not ok"
+
+# The DKMS package's PRE_BUILD (debian/dkms-vhost-h.sh) on the real
+# linux-source tarballs of 6.1, 6.12 and 7.3 (scripts/deps.sh put them in
+# $BUILD/dl): the header a full read gives, by the few-blocks path.
+bash "$here/dkms_vhost_h_test.sh" "$BUILD"/dl/linux-source-*_all.deb \
+	>"$out/host.dkms-vhost-h.tap" 2>&1
+note "DKMS PRE_BUILD: $(grep -c '^ok' "$out/host.dkms-vhost-h.tap") ok, $(grep -c '^not ok' "$out/host.dkms-vhost-h.tap") not ok"
 
 # exits-per-io.sh's counting, on saved perf script output (the e2e test
 # runs it for real, without KVM).
@@ -487,15 +500,14 @@ for kv in 6.1 7.3; do
 	fi
 done
 
-# The bridge's end-to-end test, unmodified QEMU on vhost-blk-bridge, in a
-# VM of its own that boots nested guests (about 11 min here); e2e.tap
-# says what ran, a 'not ok' line if nothing did.  Before the debug VM: on
-# a new machine the debug kernel is still being built behind it.
-note "the bridge end-to-end test (log: $out/e2e.log)"
-bash "$repo/tools/vhost-blk-bridge/e2e/run.sh" --timeout "$timeout" \
-	--tcg-threads "$tcg_threads" --tap "$out/e2e.tap" \
-	${e2e_args[@]+"${e2e_args[@]}"} >"$out/e2e.log" 2>&1
-[ -s "$out/e2e.tap" ] || tap_file "$out/e2e.tap" not_ok bridge-e2e-ran
+# Debian 12's own kernel for the packages too: the package VM on 6.1 (see
+# the other stream below), here to even out the two streams.
+if [ "${#debs[@]}" -ge 2 ]; then
+	note "Debian packages on 6.1 (log: $pkg61_out/package.log)"
+	run_vm package-6.1 "$pkg61_out" "$timeout" --no-module --kernel 6.1 -- \
+		bash "$here/package_test.sh" --tap "$pkg61_out/package-6.1.tap" \
+		"$BUILD/deb" "$bindir"
+fi
 
 if [ -n "$behind_pid" ]; then
 	note "waiting for the background builds: $builds_behind"
