@@ -69,7 +69,7 @@ block_data() {
 # path; every path starts with the tarball's top directory.  Blocks are
 # 24 MiB, a multiple of the record: the records' offsets hold in each.
 first_path() {
-	local off
+	local off bytes
 
 	for bytes in $((1 << 20)) ""; do
 		off=$(block_data "$1" "$2" $bytes |
